@@ -1,0 +1,59 @@
+"""The backend Protocol: prepare a model at a precision into an Engine, run it, describe it."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    import torch
+
+    from pytest_vitperf.env import Device
+    from pytest_vitperf.options import Settings
+    from pytest_vitperf.timing import Clock
+
+
+class VitperfError(RuntimeError):
+    """A failure with a message meant for the user, ending with what to do about it."""
+
+
+class Engine(Protocol):
+    """A model prepared for one precision and batch size, with its input resident on the device."""
+
+    backend: str
+    model_name: str
+    precision: str
+    batch: int
+    clock: Clock
+
+    def launch(self) -> None:
+        """Queue one inference of the whole batch on the engine's stream (synchronous on a CPU)."""
+        ...
+
+    def output(self) -> torch.Tensor:
+        """Run once, wait, and return the output on the host."""
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        """Facts about how the engine runs: mode, dtype, sizes, and per-layer detail when known."""
+        ...
+
+
+class Backend(Protocol):
+    name: str
+
+    def version(self) -> str | None: ...
+
+    def unavailable_reason(self, device: Device) -> str | None:
+        """Why this backend cannot run on `device`, or None. Must not build anything."""
+        ...
+
+    def prepare(
+        self,
+        model: torch.nn.Module,
+        *,
+        model_name: str,
+        precision: str,
+        batch: int,
+        device: Device,
+        settings: Settings,
+    ) -> Engine: ...

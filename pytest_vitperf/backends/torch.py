@@ -1,0 +1,136 @@
+"""The torch backend: eager or CUDA-graph replay on a GPU, eager on a CPU, optional torch.compile."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pytest_vitperf.backends.base import VitperfError
+from pytest_vitperf.env import version_of
+from pytest_vitperf.models import input_size
+from pytest_vitperf.timing import Clock, PerfCounterClock, TorchCudaEventClock
+
+if TYPE_CHECKING:
+    import torch
+
+    from pytest_vitperf.env import Device
+    from pytest_vitperf.options import Settings
+
+_DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+INPUT_SEED = 1234
+# Inductor's own CUDA graphs would hide inside our replay; we capture the graph ourselves.
+_COMPILE_MODES = {"default": None, "max-autotune": "max-autotune-no-cudagraphs"}
+
+
+@dataclass
+class TorchEngine:
+    model: Any
+    model_name: str
+    inputs: Any
+    precision: str
+    batch: int
+    clock: Clock
+    mode: str
+    stream: Any = None
+    graph: Any = None
+    static_out: Any = None
+    info: dict[str, Any] = field(default_factory=dict)
+    backend: str = "torch"
+
+    def launch(self) -> None:
+        import torch
+
+        if self.graph is not None:
+            self.graph.replay()
+            return
+        with torch.inference_mode():
+            if self.stream is None:
+                self.model(self.inputs)
+            else:
+                with torch.cuda.stream(self.stream):
+                    self.static_out = self.model(self.inputs)
+
+    def output(self) -> torch.Tensor:
+        import torch
+
+        if self.stream is None:
+            with torch.inference_mode():
+                return self.model(self.inputs).float()
+        with torch.cuda.stream(self.stream):
+            self.launch()
+        self.stream.synchronize()
+        return self.static_out.float().cpu()
+
+    def describe(self) -> dict[str, Any]:
+        return dict(self.info)
+
+
+class TorchBackend:
+    name = "torch"
+
+    def version(self) -> str | None:
+        return version_of("torch")
+
+    def unavailable_reason(self, device: Device) -> str | None:
+        return None  # torch is a core dependency and runs on CPU and CUDA
+
+    def prepare(
+        self,
+        model: torch.nn.Module,
+        *,
+        model_name: str,
+        precision: str,
+        batch: int,
+        device: Device,
+        settings: Settings,
+    ) -> TorchEngine:
+        import torch
+
+        if precision not in _DTYPES:
+            raise VitperfError(f"the torch backend builds {', '.join(_DTYPES)}, not {precision}")
+        dtype = getattr(torch, _DTYPES[precision])
+        dev = torch.device(device.torch_device)
+        gen = torch.Generator().manual_seed(INPUT_SEED)
+        x = torch.randn(batch, *input_size(model), generator=gen).to(dev, dtype)
+        model = model.to(dev, dtype).eval()
+        info: dict[str, Any] = {
+            "backend": "torch",
+            "dtype": str(dtype).removeprefix("torch."),
+            "device": str(dev),
+            "parameters": sum(p.numel() for p in model.parameters()),
+            "weight_bytes": sum(p.numel() * p.element_size() for p in model.parameters()),
+            "compile": settings.compile,
+        }
+        if settings.compile != "off":
+            if settings.cache_dir is not None:
+                # Keep compiled kernels across sessions instead of recompiling (minutes for max-autotune).
+                os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(settings.cache_dir / "inductor"))
+            model = torch.compile(model, mode=_COMPILE_MODES[settings.compile])
+
+        if device.sm is None:
+            info["mode"] = "eager"
+            return TorchEngine(model, model_name, x, precision, batch, PerfCounterClock(), "eager", info=info)
+
+        stream = torch.cuda.Stream(dev)
+        engine = TorchEngine(model, model_name, x, precision, batch, TorchCudaEventClock(stream), "eager", stream=stream)
+        try:
+            with torch.inference_mode(), torch.cuda.stream(stream):
+                for _ in range(3):  # lazy init, cuBLAS handles and autotuning happen outside capture
+                    engine.static_out = model(x)
+                stream.synchronize()
+                if settings.cuda_graph:
+                    graph = torch.cuda.CUDAGraph()
+                    with torch.cuda.graph(graph, stream=stream):
+                        engine.static_out = model(x)
+                    engine.graph = graph
+                    engine.mode = "cuda-graph"
+            stream.synchronize()
+        except torch.cuda.OutOfMemoryError as exc:
+            raise VitperfError(
+                f"out of GPU memory preparing {precision} batch {batch} on {device.name}: {exc}. "
+                "Lower the batch: --vitperf-batch-sizes 1,8"
+            ) from None
+        info["mode"] = engine.mode
+        engine.info = info
+        return engine

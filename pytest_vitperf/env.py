@@ -1,0 +1,132 @@
+"""What this run measures on: the device, its driver and runtime, and the software versions.
+
+These facts go into the report header, pytest-benchmark's machine_info and every Measurement, and
+they key baselines and floors: a number means nothing without them.
+"""
+
+from __future__ import annotations
+
+import platform
+import re
+import shutil
+import subprocess
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from importlib import metadata
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Device:
+    name: str
+    sm: int | None = None  # compute capability as 90 for 9.0; None on a CPU
+    memory_bytes: int | None = None
+    driver: str | None = None
+    cuda_runtime: str | None = None
+    index: int = 0
+
+    @property
+    def kind(self) -> str:
+        return "cpu" if self.sm is None else "cuda"
+
+    @property
+    def torch_device(self) -> str:
+        return "cpu" if self.sm is None else f"cuda:{self.index}"
+
+    @property
+    def slug(self) -> str:
+        """File-system-safe key, e.g. 'nvidia-h100-80gb-hbm3'."""
+        return re.sub(r"[^a-z0-9]+", "-", self.name.lower()).strip("-") or "unknown"
+
+    def describe(self) -> str:
+        if self.sm is None:
+            return f"CPU {self.name} (no CUDA GPU)"
+        mem = f", {self.memory_bytes / 2**30:.1f} GiB" if self.memory_bytes else ""
+        return (
+            f"GPU {self.name} (sm_{self.sm}{mem}), driver {self.driver or '?'}, "
+            f"CUDA runtime {self.cuda_runtime or '?'}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Device:
+        return cls(**{k: data.get(k) for k in ("name", "sm", "memory_bytes", "driver", "cuda_runtime")})
+
+
+def version_of(*dists: str) -> str | None:
+    """Installed version of the first distribution found, without importing it."""
+    for dist in dists:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def _driver_version() -> str | None:
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None
+    try:
+        out = subprocess.run(
+            [smi, "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = out.strip().splitlines()
+    return lines[0].strip() if lines else None
+
+
+@lru_cache(maxsize=None)
+def probe_device(index: int = 0) -> Device:
+    """The CUDA device `index` as torch sees it (honours CUDA_VISIBLE_DEVICES), else the CPU."""
+    import torch
+
+    if not torch.cuda.is_available() or index >= torch.cuda.device_count():
+        return Device(name=_cpu_name())
+    props = torch.cuda.get_device_properties(index)
+    return Device(
+        name=props.name,
+        sm=props.major * 10 + props.minor,
+        memory_bytes=int(props.total_memory),
+        driver=_driver_version(),
+        cuda_runtime=torch.version.cuda,
+        index=index,
+    )
+
+
+def software_versions() -> dict[str, str | None]:
+    return {
+        "python": platform.python_version(),
+        "torch": version_of("torch"),
+        "timm": version_of("timm"),
+        "modelopt": version_of("nvidia-modelopt"),
+        "tensorrt": version_of("tensorrt", "tensorrt-cu13", "tensorrt-cu12"),
+        "tensorrt-rtx": version_of("tensorrt-rtx-cu13", "tensorrt-rtx-cu12", "tensorrt_rtx"),
+        "pytest-vitperf": version_of("pytest-vitperf"),
+    }
+
+
+def header_line(device: Device, backend: str, backend_version: str | None) -> str:
+    v = software_versions()
+    return (
+        f"vitperf: {device.describe()}; backend {backend} {backend_version or '?'}; "
+        f"torch {v['torch'] or '-'}, modelopt {v['modelopt'] or '-'}"
+    )

@@ -1,0 +1,175 @@
+"""Fixtures: vit_model, engine, bench, speedup_floor, assert_speedup."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_vitperf.backends.base import VitperfError
+from pytest_vitperf.floor import Floor
+from pytest_vitperf.measurement import Measurement
+from pytest_vitperf.precision import get_precision
+from pytest_vitperf.session import Verdict, VitperfSession
+
+if TYPE_CHECKING:
+    import torch
+
+    from pytest_vitperf.backends import Engine
+
+SESSION_KEY = pytest.StashKey[VitperfSession]()
+
+
+def get_session(config: pytest.Config) -> VitperfSession:
+    return config.stash[SESSION_KEY]
+
+
+@pytest.fixture(scope="session")
+def vitperf_session(pytestconfig: pytest.Config) -> VitperfSession:
+    return get_session(pytestconfig)
+
+
+@pytest.fixture
+def vit_model() -> Callable[..., torch.nn.Module]:
+    """Factory: `vit_model(name, weights=None, **timm_kwargs)` -> a timm ViT in eval mode,
+    random weights from a fixed seed unless `weights` names a local state-dict file."""
+    from pytest_vitperf.models import build_model
+
+    return build_model
+
+
+def check_finite(engine: Engine) -> None:
+    import torch
+
+    out = engine.output()
+    bad = int((~torch.isfinite(out)).sum())
+    if bad:
+        raise VitperfError(
+            f"{engine.model_name} {engine.precision} batch {engine.batch} on {engine.backend} produced "
+            f"{bad} non-finite outputs of {out.numel()}; timing it would be meaningless. "
+            f"Check the precision recipe, or compare with: --vitperf-precisions fp32,{engine.precision}"
+        )
+
+
+@pytest.fixture
+def engine(vitperf_session: VitperfSession, request: pytest.FixtureRequest) -> Callable[..., Engine]:
+    """Factory: `engine(precision, batch, model=None)` -> an Engine built by the selected backend,
+    cached for the session. Skips, with the reason, a combination that cannot run here."""
+
+    def make(precision: str, batch: int, model: str | None = None) -> Engine:
+        name = get_precision(precision).name  # ValueError naming the valid ones
+        if model is None:
+            params = getattr(request.node, "callspec", None)
+            model = params.params.get("vitperf_model") if params else None
+            model = model or vitperf_session.models[0]
+        reason = vitperf_session.skip_reason(name)
+        if reason is not None:
+            pytest.skip(reason)
+        try:
+            built = vitperf_session.engine(model, name, batch)
+            check_finite(built)
+        except VitperfError as exc:
+            pytest.fail(str(exc), pytrace=False)
+        return built
+
+    return make
+
+
+@pytest.fixture
+def bench(vitperf_session: VitperfSession, request: pytest.FixtureRequest) -> Callable[[Engine], Measurement]:
+    """`bench(engine)` -> Measurement: warm-up, then samples until duration and iteration minimums
+    are met. Measured once per session for each (model, precision, batch, backend)."""
+    from pytest_vitperf.timing import sample
+
+    def run(engine: Engine) -> Measurement:
+        spec = vitperf_session.spec(engine)
+        if spec.key in vitperf_session.measurements:
+            return vitperf_session.measurements[spec.key]
+        samples = sample(engine.launch, engine.clock, **vitperf_session.settings.timing())
+        m = Measurement(spec, tuple(samples))
+        vitperf_session.record(m)
+        _add_to_pytest_benchmark(request, m)
+        return m
+
+    return run
+
+
+@pytest.fixture
+def speedup_floor(vitperf_session: VitperfSession, request: pytest.FixtureRequest) -> Callable[..., Floor | None]:
+    """`speedup_floor(model, precision, batch)` -> the Floor for this GPU and backend version, or None.
+    Read from --vitperf-floors, else floors.json beside the test module."""
+
+    def find(model: str, precision: str, batch: int) -> Floor | None:
+        return vitperf_session.floor_for(Path(request.path).parent, model, precision, batch)
+
+    return find
+
+
+@pytest.fixture
+def assert_speedup(vitperf_session: VitperfSession, request: pytest.FixtureRequest) -> Callable[..., Verdict]:
+    """`assert_speedup(baseline, candidate, floor)`: fail unless candidate is at least `floor` times
+    faster than baseline by median. `floor` may be a number, a Floor, or None (record only)."""
+
+    def check(baseline: Measurement, candidate: Measurement, floor: float | Floor | None) -> Verdict:
+        source = ""
+        if isinstance(floor, Floor):
+            floor, source = floor.min_speedup, floor.source
+        verdict = Verdict(baseline, candidate, floor, source)
+        vitperf_session.record_verdict(verdict)
+        if not verdict.passed:
+            b, c = baseline.spec, candidate.spec
+            pytest.fail(
+                f"{c.precision} is {verdict.speedup:.3f}x faster than {b.precision}, below the floor "
+                f"{floor:.2f}x{f' ({source})' if source else ''}\n"
+                f"  {b.precision:>12} median {baseline.median:.3f} ms (n={baseline.n}, CoV {baseline.cov:.1%})\n"
+                f"  {c.precision:>12} median {candidate.median:.3f} ms (n={candidate.n}, CoV {candidate.cov:.1%})\n"
+                f"  {c.model} batch {c.batch}, {c.backend} {c.backend_version}, {c.device}\n"
+                f"If the new speedup is expected, lower the floor in the floors file; to re-measure run:\n"
+                f"  pytest --gpu-bench {request.node.nodeid!r}",
+                pytrace=False,
+            )
+        return verdict
+
+    return check
+
+
+def _add_to_pytest_benchmark(request: pytest.FixtureRequest, m: Measurement) -> None:
+    """Report a measurement as a pytest-benchmark benchmark, with our samples as its data, so it
+    shows in --benchmark-json, --benchmark-save and --benchmark-compare. pytest-benchmark's own
+    calibration never runs: it would time host wall-clock around asynchronous GPU work."""
+    bs = getattr(request.config, "_benchmarksession", None)
+    if bs is None or getattr(bs, "disabled", False):
+        return
+    from types import SimpleNamespace
+
+    from pytest_benchmark.stats import Metadata
+
+    spec = m.spec
+    params = {"model": spec.model, "precision": spec.precision, "batch": spec.batch}
+    info: dict[str, Any] = {
+        "vitperf": {
+            "unit": "ms",
+            "timer": spec.timer,
+            "backend": spec.backend,
+            "backend_version": spec.backend_version,
+            "device": spec.device,
+            "sm": spec.sm,
+            **{k: v for k, v in m.stats().items()},
+        }
+    }
+    fixture = SimpleNamespace(
+        name=f"{request.node.name}[{spec.label}]" if "[" not in request.node.name else request.node.name,
+        fullname=request.node.nodeid,
+        group=f"vitperf {spec.model} b{spec.batch}",
+        param=spec.label,
+        params=params,
+        extra_info=info,
+        cprofile_stats=None,
+        has_error=False,
+    )
+    meta = Metadata(fixture, iterations=1, options={"timer": spec.timer, **spec.options})
+    for s in m.samples_ms:
+        meta.update(s / 1e3)  # pytest-benchmark stores seconds
+    bs.benchmarks.append(meta)

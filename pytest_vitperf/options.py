@@ -1,0 +1,270 @@
+"""Command-line and ini options: names, parsers and the resolved Settings.
+
+Kept free of heavy imports: `pytest --help` loads this module.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from pytest_vitperf.precision import PRECISIONS
+from pytest_vitperf.models import MODEL_NAMES, canonical_model_name
+
+GPU_BENCH = "--gpu-bench"
+BACKEND = "--vitperf-backend"
+PRECISIONS_OPT = "--vitperf-precisions"
+BATCH_SIZES = "--vitperf-batch-sizes"
+MODELS = "--vitperf-models"
+WARMUP_MS = "--vitperf-warmup-ms"
+DURATION_MS = "--vitperf-duration-ms"
+MIN_ITERATIONS = "--vitperf-min-iterations"
+CUDA_GRAPH = "--vitperf-cuda-graph"
+NO_CUDA_GRAPH = "--no-vitperf-cuda-graph"
+COMPILE = "--vitperf-compile"
+CACHE_DIR = "--vitperf-cache-dir"
+FLOORS = "--vitperf-floors"
+
+BACKEND_NAMES = ("auto", "torch", "tensorrt", "tensorrt-rtx")
+COMPILE_MODES = ("off", "default", "max-autotune")
+
+T = TypeVar("T")
+
+
+def _dest(opt: str) -> str:
+    return opt.lstrip("-").replace("-", "_")
+
+
+def _choice(valid: Sequence[str]) -> Callable[[str], str]:
+    def parse(value: str) -> str:
+        v = value.strip().lower()
+        if v not in valid:
+            raise argparse.ArgumentTypeError(f"{value!r} is not one of: {', '.join(valid)}")
+        return v
+
+    return parse
+
+
+def parse_precisions(value: str) -> tuple[str, ...]:
+    names = [v.strip().lower() for v in value.split(",") if v.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(f"no precision given; valid: {', '.join(PRECISIONS)}")
+    bad = [n for n in names if n not in PRECISIONS]
+    if bad:
+        raise argparse.ArgumentTypeError(
+            f"unknown precision {', '.join(map(repr, bad))}; valid: {', '.join(PRECISIONS)}"
+        )
+    return tuple(dict.fromkeys(names))
+
+
+def parse_models(value: str) -> tuple[str, ...]:
+    out = []
+    for raw in (v.strip() for v in value.split(",")):
+        if not raw:
+            continue
+        name = canonical_model_name(raw)
+        if name is None:
+            raise argparse.ArgumentTypeError(f"unknown model {raw!r}; valid: {', '.join(MODEL_NAMES)}")
+        out.append(name)
+    if not out:
+        raise argparse.ArgumentTypeError(f"no model given; valid: {', '.join(MODEL_NAMES)}")
+    return tuple(dict.fromkeys(out))
+
+
+def parse_batch_sizes(value: str) -> tuple[int, ...]:
+    out = []
+    for raw in (v.strip() for v in value.split(",")):
+        if not raw:
+            continue
+        try:
+            n = int(raw)
+        except ValueError:
+            n = 0
+        if n < 1:
+            raise argparse.ArgumentTypeError(f"batch size {raw!r} is not a positive integer, e.g. 1,8,64")
+        out.append(n)
+    if not out:
+        raise argparse.ArgumentTypeError("no batch size given, e.g. 1,8,64")
+    return tuple(dict.fromkeys(out))
+
+
+def _number(kind: type[T], minimum: float, what: str) -> Callable[[str], T]:
+    def parse(value: str) -> T:
+        try:
+            n = kind(value)  # type: ignore[call-arg]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{value!r} is not a {what} >= {minimum:g}") from None
+        if n < minimum or n != n:  # type: ignore[operator]
+            raise argparse.ArgumentTypeError(f"{value!r} is not a {what} >= {minimum:g}")
+        return n
+
+    return parse
+
+
+def parse_bool(value: str) -> bool:
+    v = value.strip().lower()
+    if v in ("1", "true", "yes", "on"):
+        return True
+    if v in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"{value!r} is not a boolean; valid: true, false")
+
+
+@dataclass(frozen=True)
+class _Option:
+    flag: str
+    parse: Callable[[str], Any]
+    metavar: str
+    help: str
+
+    @property
+    def ini(self) -> str:
+        return _dest(self.flag)
+
+
+OPTIONS: tuple[_Option, ...] = (
+    _Option(
+        BACKEND,
+        _choice(BACKEND_NAMES),
+        "NAME",
+        "backend that builds and runs engines: auto (best one runnable here), torch, tensorrt, "
+        "tensorrt-rtx. Default: auto.",
+    ),
+    _Option(
+        PRECISIONS_OPT,
+        parse_precisions,
+        "LIST",
+        f"comma-separated precisions to benchmark, from: {', '.join(PRECISIONS)}. Default: all.",
+    ),
+    _Option(
+        BATCH_SIZES,
+        parse_batch_sizes,
+        "LIST",
+        "comma-separated batch sizes. Default: 1,64 on a GPU, 1,8 on a CPU.",
+    ),
+    _Option(
+        MODELS,
+        parse_models,
+        "LIST",
+        "comma-separated models from the zoo. Default: vit_base_patch16_224 on a GPU, "
+        "vit_tiny_patch16_224 on a CPU.",
+    ),
+    _Option(WARMUP_MS, _number(float, 0, "number of ms"), "MS", "warm-up time before sampling. Default: 200."),
+    _Option(
+        DURATION_MS,
+        _number(float, 0, "number of ms"),
+        "MS",
+        "minimum sampling time per benchmark. Default: 3000.",
+    ),
+    _Option(
+        MIN_ITERATIONS,
+        _number(int, 1, "whole number"),
+        "N",
+        "minimum number of timed iterations per benchmark. Default: 10.",
+    ),
+    _Option(
+        COMPILE,
+        _choice(COMPILE_MODES),
+        "MODE",
+        "torch backend: torch.compile mode (off, default, max-autotune). Default: off.",
+    ),
+    _Option(CACHE_DIR, str, "DIR", "directory for engines and compile caches. Default: none (nothing written)."),
+    _Option(
+        FLOORS,
+        str,
+        "FILE",
+        "speedup floors file. Default: floors.json beside the test module.",
+    ),
+)
+
+
+def add_options(parser: pytest.Parser) -> None:
+    group = parser.getgroup("vitperf", "ViT precision benchmarks (pytest-vitperf)")
+    group.addoption(
+        GPU_BENCH,
+        action="store_true",
+        default=None,
+        dest=_dest(GPU_BENCH),
+        help="run benchmark tests (marked gpu_bench); without it they are skipped.",
+    )
+    parser.addini(_dest(GPU_BENCH), "run benchmark tests, as --gpu-bench (true/false)", default="false")
+    for opt in OPTIONS:
+        group.addoption(opt.flag, dest=opt.ini, type=opt.parse, metavar=opt.metavar, default=None, help=opt.help)
+        parser.addini(opt.ini, f"as {opt.flag}", default="")
+    group.addoption(
+        CUDA_GRAPH,
+        dest=_dest(CUDA_GRAPH),
+        action="store_true",
+        default=None,
+        help="replay CUDA graphs on a GPU (default).",
+    )
+    group.addoption(
+        NO_CUDA_GRAPH,
+        dest=_dest(CUDA_GRAPH),
+        action="store_false",
+        help="launch eagerly instead of replaying CUDA graphs.",
+    )
+    parser.addini(_dest(CUDA_GRAPH), f"as {CUDA_GRAPH} (true/false)", default="true")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Options after command line, ini file and defaults are combined."""
+
+    enabled: bool = False
+    backend: str = "auto"
+    precisions: tuple[str, ...] | None = None
+    batch_sizes: tuple[int, ...] | None = None
+    models: tuple[str, ...] | None = None
+    warmup_ms: float = 200.0
+    duration_ms: float = 3000.0
+    min_iterations: int = 10
+    cuda_graph: bool = True
+    compile: str = "off"
+    cache_dir: Path | None = None
+    floors: Path | None = None
+    rootdir: Path = field(default_factory=Path.cwd)
+
+    def timing(self) -> dict[str, Any]:
+        return {
+            "warmup_ms": self.warmup_ms,
+            "duration_ms": self.duration_ms,
+            "min_iterations": self.min_iterations,
+        }
+
+
+_DEFAULTS = Settings()
+
+
+def _resolve(config: pytest.Config, dest: str, parse: Callable[[str], Any], flag: str, default: Any) -> Any:
+    cli = config.getoption(dest, default=None)
+    if cli is not None:
+        return cli
+    raw = config.getini(dest)
+    if isinstance(raw, str) and raw.strip():
+        try:
+            return parse(raw)
+        except argparse.ArgumentTypeError as exc:
+            raise pytest.UsageError(f"ini option {dest} (same as {flag}): {exc}") from None
+    return default
+
+
+def settings_from_config(config: pytest.Config) -> Settings:
+    values: dict[str, Any] = {}
+    for opt in OPTIONS:
+        attr = opt.ini.removeprefix("vitperf_")
+        values[attr] = _resolve(config, opt.ini, opt.parse, opt.flag, getattr(_DEFAULTS, attr))
+    values["enabled"] = _resolve(config, _dest(GPU_BENCH), parse_bool, GPU_BENCH, False)
+    values["cuda_graph"] = _resolve(config, _dest(CUDA_GRAPH), parse_bool, CUDA_GRAPH, True)
+
+    root = Path(str(config.rootpath))
+    for key in ("cache_dir", "floors"):
+        if values[key] is not None:
+            p = Path(values[key]).expanduser()
+            values[key] = p if p.is_absolute() else (Path.cwd() / p)
+    return Settings(rootdir=root, **values)

@@ -1,0 +1,136 @@
+"""pytest entry point: options, markers, the --gpu-bench gate, parametrization, header and summary.
+
+Heavy modules (torch, timm, modelopt, tensorrt) are imported by fixtures and backends only, so
+`pytest --help` and collection stay fast on any machine.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+
+from pytest_vitperf.fixtures import (  # noqa: F401  (fixtures are registered by import)
+    SESSION_KEY,
+    assert_speedup,
+    bench,
+    engine,
+    get_session,
+    speedup_floor,
+    vit_model,
+    vitperf_session,
+)
+from pytest_vitperf.options import GPU_BENCH, add_options, settings_from_config
+from pytest_vitperf.session import VitperfSession
+
+MARKER = "gpu_bench"
+PARAMS = ("vitperf_model", "vitperf_precision", "vitperf_batch")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_options(parser)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", f"{MARKER}: a ViT benchmark; skipped unless {GPU_BENCH} is given (pytest-vitperf)"
+    )
+    config.stash[SESSION_KEY] = VitperfSession(settings_from_config(config))
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    session = get_session(config)
+    if not session.settings.enabled:
+        return f"vitperf: benchmarks off (enable with {GPU_BENCH})"
+    from pytest_vitperf.env import header_line
+
+    backend = session.backend
+    line = header_line(session.device, backend.name, backend.version())
+    if session.backend_reason:
+        line += f"\nvitperf: backend {backend.name} cannot run here: {session.backend_reason}"
+    return line
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Parametrize vitperf_model / vitperf_precision / vitperf_batch from the options, reference
+    precision first so its measurement is taken before the ones compared with it."""
+    wanted = [p for p in PARAMS if p in metafunc.fixturenames]
+    if not wanted:
+        return
+    from pytest_vitperf.precision import REFERENCE
+
+    session = get_session(metafunc.config)
+    precisions = sorted(session.precisions, key=lambda p: p != REFERENCE)
+    axes = {"vitperf_model": session.models, "vitperf_batch": session.batch_sizes, "vitperf_precision": precisions}
+    order = [p for p in ("vitperf_model", "vitperf_batch", "vitperf_precision") if p in wanted]
+    cases = list(itertools.product(*(axes[p] for p in order)))
+    ids = ["-".join(f"b{v}" if isinstance(v, int) else str(v) for v in case) for case in cases]
+    metafunc.parametrize(order, cases, ids=ids)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    session = get_session(config)
+    gate = pytest.mark.skip(reason=f"benchmark test: run with {GPU_BENCH}")
+    for item in items:
+        if item.get_closest_marker(MARKER) is None:
+            continue
+        if not session.settings.enabled:
+            item.add_marker(gate)
+            continue
+        callspec = getattr(item, "callspec", None)
+        precision = callspec.params.get("vitperf_precision") if callspec else None
+        if precision is not None:
+            reason = session.skip_reason(precision)
+            if reason is not None:
+                item.add_marker(pytest.mark.skip(reason=reason))
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    session = get_session(config)
+    if not session.measurements:
+        return
+    from pytest_vitperf.report import summary
+
+    tr = terminalreporter
+    tr.write_sep("=", "vitperf summary")
+    tr.write_line(f"device: {session.device.describe()}")
+    for line in summary(session.measurements.values(), session.verdicts):
+        tr.write_line(line)
+    noisy = [m for m in session.measurements.values() if m.noisy]
+    if noisy:
+        tr.write_line(
+            f"warning: {len(noisy)} measurement(s) with CoV above 2.5%; the GPU or host was busy or "
+            "clocks moved. Re-run on an idle machine, or lengthen --vitperf-duration-ms."
+        )
+
+
+# -- xdist: workers hand their results to the controller ---------------------------------------
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["vitperf"] = get_session(session.config).export()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    data = getattr(node, "workeroutput", {}).get("vitperf")
+    if data:
+        get_session(node.config).merge(data)
+
+
+# -- pytest-benchmark: machine facts ----------------------------------------------------------
+@pytest.hookimpl(optionalhook=True)
+def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict[str, Any]) -> None:
+    session = get_session(config)
+    if not session.settings.enabled:
+        return
+    from pytest_vitperf.env import software_versions
+
+    backend = session.backend
+    machine_info["vitperf"] = {
+        "device": session.device.to_dict(),
+        "backend": backend.name,
+        "backend_version": backend.version(),
+        "versions": software_versions(),
+    }

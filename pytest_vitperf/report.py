@@ -1,0 +1,80 @@
+"""Plain-text tables for the terminal summary."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from pytest_vitperf.measurement import NOISY_COV, Measurement
+from pytest_vitperf.precision import PRECISIONS, REFERENCE
+from pytest_vitperf.session import Verdict
+
+COLUMNS = (
+    "model",
+    "precision",
+    "batch",
+    "backend",
+    "median ms",
+    "p90 ms",
+    "p99 ms",
+    "CoV",
+    "img/s",
+    "vs fp16",
+    "verdict",
+)
+
+
+def table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
+    rows = [list(r) for r in rows]
+    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
+
+    def fmt(cells: Sequence[str]) -> str:
+        return "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()
+
+    return [fmt(header), fmt(["-" * w for w in widths]), *(fmt(r) for r in rows)]
+
+
+def _verdict(m: Measurement, ref: Measurement | None, verdict: Verdict | None) -> str:
+    parts = []
+    if m.spec.precision == REFERENCE:
+        parts.append("reference")
+    elif verdict is not None and verdict.floor is not None:
+        word = "pass" if verdict.passed else "FAIL"
+        parts.append(f"{word} (floor {verdict.floor:.2f}x)")
+    elif ref is not None:
+        parts.append("no floor")
+    else:
+        parts.append("no fp16 to compare")
+    if m.noisy:
+        parts.append(f"noisy: CoV > {NOISY_COV:.1%}")
+    return "; ".join(parts)
+
+
+def summary(measurements: Iterable[Measurement], verdicts: dict[tuple[str, str, int, str], Verdict]) -> list[str]:
+    ms = list(measurements)
+    order = list(PRECISIONS)
+    ms.sort(key=lambda m: (m.spec.model, m.spec.batch, m.spec.backend, order.index(m.spec.precision)))
+    by_key = {m.spec.key: m for m in ms}
+    rows = []
+    for m in ms:
+        s = m.spec
+        ref = by_key.get((s.model, REFERENCE, s.batch, s.backend))
+        verdict = verdicts.get(s.key)
+        if verdict is not None:
+            ref = verdict.reference
+        vs = f"{ref.median / m.median:.2f}x" if ref is not None else "-"
+        rows.append(
+            [
+                s.model,
+                s.precision,
+                str(s.batch),
+                s.backend,
+                f"{m.median:.3f}",
+                f"{m.p90:.3f}",
+                f"{m.p99:.3f}",
+                f"{m.cov:.1%}",
+                f"{m.images_per_s:.1f}",
+                vs,
+                _verdict(m, ref, verdict),
+            ]
+        )
+    return table(COLUMNS, rows)

@@ -1,0 +1,92 @@
+"""Timers and the sampling loop.
+
+Like trtexec: warm up for a time, then take samples until both a minimum duration and a minimum
+iteration count are met. On a GPU each sample is the time between two CUDA events recorded on the
+engine's own (non-default) stream around one launch, so host work and transfers are not counted:
+launches are queued back to back in chunks and synchronised once per chunk.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+Launch = Callable[[], None]
+
+
+class Clock(Protocol):
+    name: str
+
+    def time(self, launch: Launch, n: int) -> list[float]:
+        """Run `launch` n times back to back; return each run's time in ms."""
+        ...
+
+
+class PerfCounterClock:
+    """Host wall-clock per call; for the CPU path, where a launch is synchronous."""
+
+    name = "perf_counter"
+
+    def time(self, launch: Launch, n: int) -> list[float]:
+        out = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            launch()
+            out.append((time.perf_counter() - t0) * 1e3)
+        return out
+
+
+class TorchCudaEventClock:
+    """CUDA events from torch, recorded on `stream` around each launch."""
+
+    name = "cuda-event"
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+
+    def time(self, launch: Launch, n: int) -> list[float]:
+        import torch
+
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+        with torch.cuda.stream(self.stream):
+            for s, e in zip(starts, ends):
+                s.record(self.stream)
+                launch()
+                e.record(self.stream)
+        ends[-1].synchronize()
+        return [s.elapsed_time(e) for s, e in zip(starts, ends)]
+
+
+CHUNK_MS = 50.0  # queue about this much GPU work between synchronisations
+MAX_CHUNK = 256
+
+
+def sample(
+    launch: Launch,
+    clock: Clock,
+    *,
+    warmup_ms: float,
+    duration_ms: float,
+    min_iterations: int,
+    now: Callable[[], float] = time.perf_counter,
+) -> list[float]:
+    """Warm up for `warmup_ms` of wall time (at least one launch), then return per-launch samples
+    in ms, taken until `duration_ms` of wall time has passed and `min_iterations` were timed."""
+    t0 = now()
+    warm = clock.time(launch, 1)
+    while (now() - t0) * 1e3 < warmup_ms:
+        warm += clock.time(launch, 1 if warm[-1] > CHUNK_MS else 8)
+    per_launch = max(min(warm[-8:]), 1e-6)
+    chunk = max(1, min(MAX_CHUNK, math.ceil(CHUNK_MS / per_launch)))
+
+    samples: list[float] = []
+    t0 = now()
+    while (now() - t0) * 1e3 < duration_ms or len(samples) < min_iterations:
+        want = chunk
+        if (now() - t0) * 1e3 >= duration_ms:
+            want = min(chunk, min_iterations - len(samples))
+        samples += clock.time(launch, want)
+    return samples
