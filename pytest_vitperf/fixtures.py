@@ -87,7 +87,7 @@ def bench(vitperf_session: VitperfSession, request: pytest.FixtureRequest) -> Ca
         spec = vitperf_session.spec(engine)
         if spec.key in vitperf_session.measurements:
             return vitperf_session.measurements[spec.key]
-        samples = sample(engine.launch, engine.clock, **vitperf_session.settings.timing())
+        samples = sample(engine.launch, engine.clock, **vitperf_session.timing())
         m = Measurement(spec, tuple(samples))
         vitperf_session.record(m)
         _add_to_pytest_benchmark(request, m)

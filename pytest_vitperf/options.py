@@ -17,6 +17,7 @@ from pytest_vitperf.precision import PRECISIONS
 from pytest_vitperf.models import MODEL_NAMES, canonical_model_name
 
 GPU_BENCH = "--gpu-bench"
+GPU_BENCH_INI = "vitperf_gpu_bench"
 BACKEND = "--vitperf-backend"
 PRECISIONS_OPT = "--vitperf-precisions"
 BATCH_SIZES = "--vitperf-batch-sizes"
@@ -154,7 +155,13 @@ OPTIONS: tuple[_Option, ...] = (
         "comma-separated models from the zoo. Default: vit_base_patch16_224 on a GPU, "
         "vit_tiny_patch16_224 on a CPU.",
     ),
-    _Option(WARMUP_MS, _number(float, 0, "number of ms"), "MS", "warm-up time before sampling. Default: 200."),
+    _Option(
+        WARMUP_MS,
+        _number(float, 0, "number of ms"),
+        "MS",
+        "warm-up time before sampling. Default: 2000 on a GPU (power-capped clocks take about 2 s "
+        "to settle), 200 on a CPU.",
+    ),
     _Option(
         DURATION_MS,
         _number(float, 0, "number of ms"),
@@ -192,7 +199,7 @@ def add_options(parser: pytest.Parser) -> None:
         dest=_dest(GPU_BENCH),
         help="run benchmark tests (marked gpu_bench); without it they are skipped.",
     )
-    parser.addini(_dest(GPU_BENCH), "run benchmark tests, as --gpu-bench (true/false)", default="false")
+    parser.addini(GPU_BENCH_INI, "run benchmark tests, as --gpu-bench (true/false)", default="false")
     for opt in OPTIONS:
         group.addoption(opt.flag, dest=opt.ini, type=opt.parse, metavar=opt.metavar, default=None, help=opt.help)
         parser.addini(opt.ini, f"as {opt.flag}", default="")
@@ -221,7 +228,7 @@ class Settings:
     precisions: tuple[str, ...] | None = None
     batch_sizes: tuple[int, ...] | None = None
     models: tuple[str, ...] | None = None
-    warmup_ms: float = 200.0
+    warmup_ms: float | None = None  # None: the device's default, see VitperfSession.timing
     duration_ms: float = 3000.0
     min_iterations: int = 10
     cuda_graph: bool = True
@@ -230,27 +237,23 @@ class Settings:
     floors: Path | None = None
     rootdir: Path = field(default_factory=Path.cwd)
 
-    def timing(self) -> dict[str, Any]:
-        return {
-            "warmup_ms": self.warmup_ms,
-            "duration_ms": self.duration_ms,
-            "min_iterations": self.min_iterations,
-        }
-
 
 _DEFAULTS = Settings()
 
 
-def _resolve(config: pytest.Config, dest: str, parse: Callable[[str], Any], flag: str, default: Any) -> Any:
+def _resolve(
+    config: pytest.Config, dest: str, parse: Callable[[str], Any], flag: str, default: Any, ini: str = ""
+) -> Any:
     cli = config.getoption(dest, default=None)
     if cli is not None:
         return cli
-    raw = config.getini(dest)
+    ini = ini or dest
+    raw = config.getini(ini)
     if isinstance(raw, str) and raw.strip():
         try:
             return parse(raw)
         except argparse.ArgumentTypeError as exc:
-            raise pytest.UsageError(f"ini option {dest} (same as {flag}): {exc}") from None
+            raise pytest.UsageError(f"ini option {ini} (same as {flag}): {exc}") from None
     return default
 
 
@@ -259,7 +262,7 @@ def settings_from_config(config: pytest.Config) -> Settings:
     for opt in OPTIONS:
         attr = opt.ini.removeprefix("vitperf_")
         values[attr] = _resolve(config, opt.ini, opt.parse, opt.flag, getattr(_DEFAULTS, attr))
-    values["enabled"] = _resolve(config, _dest(GPU_BENCH), parse_bool, GPU_BENCH, False)
+    values["enabled"] = _resolve(config, _dest(GPU_BENCH), parse_bool, GPU_BENCH, False, ini=GPU_BENCH_INI)
     values["cuda_graph"] = _resolve(config, _dest(CUDA_GRAPH), parse_bool, CUDA_GRAPH, True)
 
     root = Path(str(config.rootpath))

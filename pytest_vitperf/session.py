@@ -19,6 +19,11 @@ if TYPE_CHECKING:
 
 GPU_DEFAULTS = (("vit_base_patch16_224",), (1, 64))
 CPU_DEFAULTS = (("vit_tiny_patch16_224",), (1, 8))
+# trtexec warms up for 200 ms, but on an H200 at its 700 W cap the SM clock swings between 1.5 and
+# 2.0 GHz for the first seconds of load: 200 ms gave a CoV of 2.8-3.1% on ViT-B/16 batch 64 FP16,
+# 2000 ms gave 1.2% (docs/benchmarks.md).
+GPU_WARMUP_MS = 2000.0
+CPU_WARMUP_MS = 200.0
 
 
 @dataclass(frozen=True)
@@ -90,6 +95,13 @@ class VitperfSession:
     def precisions(self) -> tuple[str, ...]:
         return self.settings.precisions or tuple(PRECISIONS)
 
+    def timing(self) -> dict[str, Any]:
+        s = self.settings
+        warmup = s.warmup_ms
+        if warmup is None:
+            warmup = CPU_WARMUP_MS if self.device.sm is None else GPU_WARMUP_MS
+        return {"warmup_ms": warmup, "duration_ms": s.duration_ms, "min_iterations": s.min_iterations}
+
     def skip_reason(self, precision: str) -> str | None:
         """Why `precision` cannot be measured here, or None. Nothing is built to find out."""
         if self.backend_reason is not None:
@@ -121,7 +133,7 @@ class VitperfSession:
             device=self.device.name,
             sm=self.device.sm,
             timer=engine.clock.name,
-            options={**self.settings.timing(), **engine.describe()},
+            options={**self.timing(), **engine.describe()},
         )
 
     # -- floors ---------------------------------------------------------------------------------

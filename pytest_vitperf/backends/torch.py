@@ -105,7 +105,7 @@ class TorchBackend:
         if settings.compile != "off":
             if settings.cache_dir is not None:
                 # Keep compiled kernels across sessions instead of recompiling (minutes for max-autotune).
-                os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(settings.cache_dir / "inductor"))
+                os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(settings.cache_dir / "inductor")
             model = torch.compile(model, mode=_COMPILE_MODES[settings.compile])
 
         if device.sm is None:

@@ -1,0 +1,33 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+# pytester's in-process runs drop modules first imported inside them; torch cannot be imported twice
+# in one process, so load the heavy libraries here, before any inner run.
+import timm  # noqa: F401
+import torch  # noqa: F401
+
+pytest_plugins = ["pytester"]
+
+REPO = Path(__file__).resolve().parents[1]
+SUITE = REPO / "suites" / "test_vit_latency.py"
+
+# Exactly three samples, no warm-up, batch 1: the flow end to end in about a second per case.
+FAST = (
+    "--gpu-bench",
+    "--vitperf-warmup-ms=0",
+    "--vitperf-duration-ms=0",
+    "--vitperf-min-iterations=3",
+    "--vitperf-batch-sizes=1",
+    "-p",
+    "no:cacheprovider",
+)
+
+
+@pytest.fixture
+def suite(pytester: pytest.Pytester) -> pytest.Pytester:
+    """A pytester directory holding the real latency suite (no floors file)."""
+    pytester.makepyfile(test_vit_latency=SUITE.read_text())
+    return pytester

@@ -1,0 +1,163 @@
+"""Every option: its effect end to end, its ini equivalent, and its bad-value usage error."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import FAST
+
+BAD = [
+    ("--vitperf-backend=cuda", "'cuda' is not one of: auto, torch, tensorrt, tensorrt-rtx"),
+    ("--vitperf-precisions=fp16,fp6", "unknown precision 'fp6'; valid: fp32, fp16, bf16, int8, fp8, mxfp8, nvfp4"),
+    ("--vitperf-precisions=,", "no precision given"),
+    ("--vitperf-batch-sizes=1,zero", "batch size 'zero' is not a positive integer"),
+    ("--vitperf-batch-sizes=0", "batch size '0' is not a positive integer"),
+    ("--vitperf-models=resnet50", "unknown model 'resnet50'; valid: vit_tiny_patch16_224"),
+    ("--vitperf-warmup-ms=-1", "'-1' is not a number of ms >= 0"),
+    ("--vitperf-duration-ms=soon", "'soon' is not a number of ms >= 0"),
+    ("--vitperf-min-iterations=0", "'0' is not a whole number >= 1"),
+    ("--vitperf-min-iterations=2.5", "'2.5' is not a whole number >= 1"),
+    ("--vitperf-compile=fast", "'fast' is not one of: off, default, max-autotune"),
+]
+
+
+@pytest.mark.parametrize(("arg", "message"), BAD, ids=[b[0].split("=")[0] for b in BAD])
+def test_bad_value_is_a_usage_error_listing_valid_values(pytester: pytest.Pytester, arg: str, message: str) -> None:
+    result = pytester.runpytest(arg)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*argument {arg.split('=')[0]}: *{message}*"])
+
+
+INI_BAD = [
+    ("vitperf_backend", "cuda", "not one of: auto, torch"),
+    ("vitperf_precisions", "fp6", "unknown precision 'fp6'"),
+    ("vitperf_batch_sizes", "-2", "not a positive integer"),
+    ("vitperf_models", "vit_huge", "unknown model 'vit_huge'"),
+    ("vitperf_warmup_ms", "x", "not a number of ms"),
+    ("vitperf_duration_ms", "-5", "not a number of ms"),
+    ("vitperf_min_iterations", "0", "not a whole number"),
+    ("vitperf_compile", "yes", "not one of: off, default"),
+    ("vitperf_cuda_graph", "maybe", "not a boolean"),
+    ("vitperf_gpu_bench", "perhaps", "not a boolean"),
+]
+
+
+@pytest.mark.parametrize(("name", "value", "message"), INI_BAD, ids=[b[0] for b in INI_BAD])
+def test_bad_ini_value_is_a_usage_error(pytester: pytest.Pytester, name: str, value: str, message: str) -> None:
+    pytester.makeini(f"[pytest]\n{name} = {value}\n")
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*ini option {name}*{message}*"])
+
+
+def run_json(pytester: pytest.Pytester, *args: str) -> tuple[pytest.RunResult, dict]:
+    out = pytester.path / "bench.json"
+    result = pytester.runpytest(*FAST, f"--benchmark-json={out}", *args)
+    return result, json.loads(out.read_text())
+
+
+def only(data: dict, precision: str) -> dict:
+    """The benchmark entry for `precision` (the suite also measures its fp16 reference)."""
+    (b,) = [b for b in data["benchmarks"] if b["params"]["precision"] == precision]
+    return b
+
+
+def test_precisions_batch_sizes_and_models_shape_the_parametrization(suite: pytest.Pytester) -> None:
+    result = suite.runpytest(
+        *FAST, "--vitperf-precisions=bf16,fp32", "--vitperf-batch-sizes=2,1", "--vitperf-models=vit_tiny", "-v"
+    )
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines(
+        [
+            "*test_latency?vit_tiny_patch16_224-b2-bf16? PASSED*",
+            "*test_latency?vit_tiny_patch16_224-b2-fp32? PASSED*",
+            "*test_latency?vit_tiny_patch16_224-b1-bf16? PASSED*",
+            "*test_latency?vit_tiny_patch16_224-b1-fp32? PASSED*",
+        ]
+    )
+
+
+def test_reference_precision_is_measured_first(suite: pytest.Pytester) -> None:
+    result = suite.runpytest(*FAST, "--vitperf-precisions=bf16,fp16", "-v")
+    lines = [line for line in result.outlines if "PASSED" in line]
+    assert "fp16" in lines[0] and "bf16" in lines[1]
+
+
+def test_min_iterations_and_duration_set_the_sample_count(suite: pytest.Pytester) -> None:
+    _, data = run_json(suite, "--vitperf-precisions=fp32", "--vitperf-min-iterations=5")
+    b = only(data, "fp32")
+    assert b["stats"]["rounds"] == 5 and len(b["stats"]["data"]) == 5
+    _, data = run_json(suite, "--vitperf-precisions=fp32", "--vitperf-duration-ms=400")
+    b = only(data, "fp32")
+    assert sum(b["stats"]["data"]) >= 0.3  # seconds: most of the 400 ms was sampled
+    assert b["stats"]["rounds"] > 3
+
+
+def test_warmup_is_recorded_with_the_measurement(suite: pytest.Pytester) -> None:
+    _, data = run_json(suite, "--vitperf-precisions=fp16", "--vitperf-warmup-ms=25")
+    assert only(data, "fp16")["options"]["warmup_ms"] == 25.0
+    _, data = run_json(suite, "--vitperf-precisions=fp16", "--vitperf-warmup-ms=0")
+    assert only(data, "fp16")["options"]["warmup_ms"] == 0.0
+
+
+def test_ini_values_apply_and_command_line_wins(suite: pytest.Pytester) -> None:
+    suite.makeini(
+        "[pytest]\nvitperf_gpu_bench = true\nvitperf_precisions = bf16\nvitperf_min_iterations = 4\n"
+        "vitperf_warmup_ms = 0\nvitperf_duration_ms = 0\nvitperf_batch_sizes = 1\n"
+    )
+    out = suite.path / "bench.json"
+    result = suite.runpytest(f"--benchmark-json={out}", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)  # bf16, with its fp16 reference measured inside it
+    data = json.loads(out.read_text())
+    assert only(data, "bf16")["stats"]["rounds"] == 4
+    assert only(data, "bf16")["options"]["warmup_ms"] == 0.0
+    result = suite.runpytest(f"--benchmark-json={out}", "--vitperf-precisions=fp32", "--vitperf-min-iterations=2")
+    data = json.loads(out.read_text())
+    assert {b["params"]["precision"] for b in data["benchmarks"]} == {"fp32", "fp16"}
+    assert only(data, "fp32")["stats"]["rounds"] == 2
+
+
+@pytest.mark.parametrize(
+    ("backend", "reason"),
+    [
+        ("tensorrt", "tensorrt is not installed*"),
+        ("tensorrt-rtx", "the tensorrt-rtx backend needs an NVIDIA GPU to run engines; no CUDA GPU here*"),
+    ],
+)
+def test_backend_that_cannot_run_here_skips_with_its_reason(suite: pytest.Pytester, backend: str, reason: str) -> None:
+    result = suite.runpytest(*FAST, f"--vitperf-backend={backend}", "--vitperf-precisions=fp16", "-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines([f"vitperf: backend {backend} cannot run here: {reason}", f"SKIPPED*{reason}"])
+
+
+def test_torch_backend_is_named_in_header_and_results(suite: pytest.Pytester) -> None:
+    result, data = run_json(suite, "--vitperf-backend=torch", "--vitperf-precisions=fp32")
+    result.stdout.fnmatch_lines(["vitperf: CPU * (no CUDA GPU); backend torch *"])
+    assert only(data, "fp32")["extra_info"]["vitperf"]["backend"] == "torch"
+
+
+def test_cuda_graph_flags_resolve_on_and_off(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        def test_flag(vitperf_session):
+            print("cuda_graph=%s" % vitperf_session.settings.cuda_graph)
+        """
+    )
+    for args, expected in (((), True), (("--no-vitperf-cuda-graph",), False), (("--vitperf-cuda-graph",), True)):
+        result = pytester.runpytest("-s", *args)
+        result.stdout.fnmatch_lines([f"*cuda_graph={expected}"])
+    pytester.makeini("[pytest]\nvitperf_cuda_graph = false\n")
+    pytester.runpytest("-s").stdout.fnmatch_lines(["*cuda_graph=False"])
+    pytester.runpytest("-s", "--vitperf-cuda-graph").stdout.fnmatch_lines(["*cuda_graph=True"])
+
+
+def test_compile_uses_the_cache_dir_for_inductor(suite: pytest.Pytester) -> None:
+    cache = suite.path / "cache"
+    result, data = run_json(
+        suite, "--vitperf-precisions=fp32", "--vitperf-compile=default", f"--vitperf-cache-dir={cache}", "-p", "no:xdist"
+    )
+    result.assert_outcomes(passed=1)
+    assert only(data, "fp32")["options"]["compile"] == "default"
+    assert any((cache / "inductor").iterdir())
