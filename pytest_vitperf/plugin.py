@@ -56,11 +56,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Parametrize vitperf_model / vitperf_precision / vitperf_batch from the options, reference
     precision first so its measurement is taken before the ones compared with it."""
     wanted = [p for p in PARAMS if p in metafunc.fixturenames]
-    if not wanted:
-        return
+    session = get_session(metafunc.config)
+    if not wanted or not session.settings.enabled:
+        return  # without --gpu-bench the test is skipped whole; probing the device would cost seconds
     from pytest_vitperf.precision import REFERENCE
 
-    session = get_session(metafunc.config)
     precisions = sorted(session.precisions, key=lambda p: p != REFERENCE)
     axes = {"vitperf_model": session.models, "vitperf_batch": session.batch_sizes, "vitperf_precision": precisions}
     order = [p for p in ("vitperf_model", "vitperf_batch", "vitperf_precision") if p in wanted]
