@@ -11,7 +11,7 @@ import re
 import shutil
 import subprocess
 from dataclasses import asdict, dataclass
-from functools import lru_cache
+from functools import cache
 from importlib import metadata
 from typing import Any
 
@@ -43,16 +43,11 @@ class Device:
             return f"CPU {self.name} (no CUDA GPU)"
         mem = f", {self.memory_bytes / 2**30:.1f} GiB" if self.memory_bytes else ""
         return (
-            f"GPU {self.name} (sm_{self.sm}{mem}), driver {self.driver or '?'}, "
-            f"CUDA runtime {self.cuda_runtime or '?'}"
+            f"GPU {self.name} (sm_{self.sm}{mem}), driver {self.driver or '?'}, CUDA runtime {self.cuda_runtime or '?'}"
         )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Device:
-        return cls(**{k: data.get(k) for k in ("name", "sm", "memory_bytes", "driver", "cuda_runtime")})
 
 
 def version_of(*dists: str) -> str | None:
@@ -94,7 +89,7 @@ def _driver_version() -> str | None:
     return lines[0].strip() if lines else None
 
 
-@lru_cache(maxsize=None)
+@cache
 def probe_device(index: int = 0) -> Device:
     """The CUDA device `index` as torch sees it (honours CUDA_VISIBLE_DEVICES), else the CPU."""
     import torch

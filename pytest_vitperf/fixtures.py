@@ -113,16 +113,17 @@ def assert_speedup(vitperf_session: VitperfSession, request: pytest.FixtureReque
     faster than baseline by median. `floor` may be a number, a Floor, or None (record only)."""
 
     def check(baseline: Measurement, candidate: Measurement, floor: float | Floor | None) -> Verdict:
-        source = ""
         if isinstance(floor, Floor):
-            floor, source = floor.min_speedup, floor.source
-        verdict = Verdict(baseline, candidate, floor, source)
+            verdict = Verdict(baseline, candidate, floor.min_speedup, floor.source)
+        else:
+            verdict = Verdict(baseline, candidate, floor)
+        source = verdict.source
         vitperf_session.record_verdict(verdict)
         if not verdict.passed:
             b, c = baseline.spec, candidate.spec
             pytest.fail(
                 f"{c.precision} is {verdict.speedup:.3f}x faster than {b.precision}, below the floor "
-                f"{floor:.2f}x{f' ({source})' if source else ''}\n"
+                f"{verdict.floor:.2f}x{f' ({source})' if source else ''}\n"
                 f"  {b.precision:>12} median {baseline.median:.3f} ms (n={baseline.n}, CoV {baseline.cov:.1%})\n"
                 f"  {c.precision:>12} median {candidate.median:.3f} ms (n={candidate.n}, CoV {candidate.cov:.1%})\n"
                 f"  {c.model} batch {c.batch}, {c.backend} {c.backend_version}, {c.device}\n"

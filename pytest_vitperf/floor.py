@@ -106,7 +106,9 @@ class FloorsFile:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise FloorsFileError(path, f"is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
+            raise FloorsFileError(
+                path, f"is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}"
+            ) from None
         if not isinstance(data, dict):
             raise FloorsFileError(path, "top level must be an object with 'schema' and 'floors'")
         if data.get("schema") != SCHEMA:

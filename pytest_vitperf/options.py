@@ -13,8 +13,8 @@ from typing import Any, TypeVar
 
 import pytest
 
-from pytest_vitperf.precision import PRECISIONS
 from pytest_vitperf.models import MODEL_NAMES, canonical_model_name
+from pytest_vitperf.precision import PRECISIONS
 
 GPU_BENCH = "--gpu-bench"
 GPU_BENCH_INI = "vitperf_gpu_bench"
@@ -152,8 +152,7 @@ OPTIONS: tuple[_Option, ...] = (
         MODELS,
         parse_models,
         "LIST",
-        "comma-separated models from the zoo. Default: vit_base_patch16_224 on a GPU, "
-        "vit_tiny_patch16_224 on a CPU.",
+        "comma-separated models from the zoo. Default: vit_base_patch16_224 on a GPU, vit_tiny_patch16_224 on a CPU.",
     ),
     _Option(
         WARMUP_MS,

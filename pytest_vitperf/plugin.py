@@ -62,7 +62,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     from pytest_vitperf.precision import REFERENCE
 
     precisions = sorted(session.precisions, key=lambda p: p != REFERENCE)
-    axes = {"vitperf_model": session.models, "vitperf_batch": session.batch_sizes, "vitperf_precision": precisions}
+    axes = {
+        "vitperf_model": session.models,
+        "vitperf_batch": session.batch_sizes,
+        "vitperf_precision": precisions,
+    }
     order = [p for p in ("vitperf_model", "vitperf_batch", "vitperf_precision") if p in wanted]
     cases = list(itertools.product(*(axes[p] for p in order)))
     ids = ["-".join(f"b{v}" if isinstance(v, int) else str(v) for v in case) for case in cases]

@@ -91,8 +91,7 @@ def unsupported_reason(precision: str, device: Device, backend: str) -> str | No
     if device.sm is None:
         if not p.cpu:
             return (
-                f"{p.name} needs an NVIDIA GPU with {p.needs} ({p.sm_requirement()}); "
-                f"no CUDA GPU here ({device.name})"
+                f"{p.name} needs an NVIDIA GPU with {p.needs} ({p.sm_requirement()}); no CUDA GPU here ({device.name})"
             )
     elif not p.runs_on_sm(device.sm):
         return f"{device.name} is sm_{device.sm}; {p.name} needs {p.needs}, on {p.sm_requirement()}"

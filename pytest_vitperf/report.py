@@ -25,10 +25,10 @@ COLUMNS = (
 
 def table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
     rows = [list(r) for r in rows]
-    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
+    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=False)]
 
     def fmt(cells: Sequence[str]) -> str:
-        return "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()
+        return "  ".join(str(c).ljust(w) for c, w in zip(cells, widths, strict=False)).rstrip()
 
     return [fmt(header), fmt(["-" * w for w in widths]), *(fmt(r) for r in rows)]
 

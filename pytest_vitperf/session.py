@@ -61,9 +61,9 @@ class VitperfSession:
     # -- where we run ---------------------------------------------------------------------------
     @cached_property
     def device(self) -> Device:
-        from pytest_vitperf.env import probe_device
-
         import torch
+
+        from pytest_vitperf.env import probe_device
 
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0
         return probe_device(_worker_index() % count if count else 0)

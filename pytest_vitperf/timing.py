@@ -52,12 +52,12 @@ class TorchCudaEventClock:
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
         with torch.cuda.stream(self.stream):
-            for s, e in zip(starts, ends):
+            for s, e in zip(starts, ends, strict=False):
                 s.record(self.stream)
                 launch()
                 e.record(self.stream)
         ends[-1].synchronize()
-        return [s.elapsed_time(e) for s, e in zip(starts, ends)]
+        return [s.elapsed_time(e) for s, e in zip(starts, ends, strict=False)]
 
 
 CHUNK_MS = 50.0  # queue about this much GPU work between synchronisations

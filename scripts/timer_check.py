@@ -56,7 +56,7 @@ def plain_loop(precision: str, batch: int, iterations: int = 1000) -> dict[str, 
             stream.synchronize()
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(iterations)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(iterations)]
-        for s, e in zip(starts, ends):
+        for s, e in zip(starts, ends, strict=False):
             s.record(stream)
             graph.replay()
             e.record(stream)
@@ -66,7 +66,7 @@ def plain_loop(precision: str, batch: int, iterations: int = 1000) -> dict[str, 
             graph.replay()
         last.record(stream)
     stream.synchronize()
-    per = [s.elapsed_time(e) for s, e in zip(starts, ends)]
+    per = [s.elapsed_time(e) for s, e in zip(starts, ends, strict=False)]
     return {
         "median_ms": statistics.median(per),
         "mean_ms": statistics.fmean(per),

@@ -40,7 +40,13 @@ def test_most_specific_floor_wins(tmp_path: Path) -> None:
             "schema": 1,
             "floors": [
                 {"gpu": "*", "backend": "torch", "precision": "bf16", "min_speedup": 0.5},
-                {"gpu": "NVIDIA H100*", "backend": "torch", "precision": "bf16", "min_speedup": 0.9, "batch": 64},
+                {
+                    "gpu": "NVIDIA H100*",
+                    "backend": "torch",
+                    "precision": "bf16",
+                    "min_speedup": 0.9,
+                    "batch": 64,
+                },
             ],
         },
     )
@@ -65,11 +71,17 @@ def test_most_specific_floor_wins(tmp_path: Path) -> None:
             "precision 'fp6' is not one of",
         ),
         (
-            {"schema": 1, "floors": [{"gpu": "*", "backend": "torch", "precision": "fp16", "min_speedup": 1}]},
+            {
+                "schema": 1,
+                "floors": [{"gpu": "*", "backend": "torch", "precision": "fp16", "min_speedup": 1}],
+            },
             "precision 'fp16' is not one of",
         ),
         (
-            {"schema": 1, "floors": [{"gpu": "*", "backend": "torch", "precision": "bf16", "min_speedup": "1.2"}]},
+            {
+                "schema": 1,
+                "floors": [{"gpu": "*", "backend": "torch", "precision": "bf16", "min_speedup": "1.2"}],
+            },
             "min_speedup must be a number > 0",
         ),
         (
@@ -80,11 +92,17 @@ def test_most_specific_floor_wins(tmp_path: Path) -> None:
             "batch must be a positive integer",
         ),
         (
-            {"schema": 1, "floors": [{"gpu": "*", "backend": "torch", "precision": "bf16", "min_speedup": 1, "x": 1}]},
+            {
+                "schema": 1,
+                "floors": [{"gpu": "*", "backend": "torch", "precision": "bf16", "min_speedup": 1, "x": 1}],
+            },
             "unknown field(s) x",
         ),
         (
-            {"schema": 1, "floors": [{"gpu": "*", "backend": "torch", "precision": "bf16", "min_speedup": 1}] * 2},
+            {
+                "schema": 1,
+                "floors": [{"gpu": "*", "backend": "torch", "precision": "bf16", "min_speedup": 1}] * 2,
+            },
             "floors[1] repeats floors[0]",
         ),
     ],

@@ -10,7 +10,10 @@ from tests.conftest import FAST
 
 BAD = [
     ("--vitperf-backend=cuda", "'cuda' is not one of: auto, torch, tensorrt, tensorrt-rtx"),
-    ("--vitperf-precisions=fp16,fp6", "unknown precision 'fp6'; valid: fp32, fp16, bf16, int8, fp8, mxfp8, nvfp4"),
+    (
+        "--vitperf-precisions=fp16,fp6",
+        "unknown precision 'fp6'; valid: fp32, fp16, bf16, int8, fp8, mxfp8, nvfp4",
+    ),
     ("--vitperf-precisions=,", "no precision given"),
     ("--vitperf-batch-sizes=1,zero", "batch size 'zero' is not a positive integer"),
     ("--vitperf-batch-sizes=0", "batch size '0' is not a positive integer"),
@@ -66,7 +69,11 @@ def only(data: dict, precision: str) -> dict:
 
 def test_precisions_batch_sizes_and_models_shape_the_parametrization(suite: pytest.Pytester) -> None:
     result = suite.runpytest(
-        *FAST, "--vitperf-precisions=bf16,fp32", "--vitperf-batch-sizes=2,1", "--vitperf-models=vit_tiny", "-v"
+        *FAST,
+        "--vitperf-precisions=bf16,fp32",
+        "--vitperf-batch-sizes=2,1",
+        "--vitperf-models=vit_tiny",
+        "-v",
     )
     result.assert_outcomes(passed=4)
     result.stdout.fnmatch_lines(
@@ -145,7 +152,11 @@ def test_cuda_graph_flags_resolve_on_and_off(pytester: pytest.Pytester) -> None:
             print("cuda_graph=%s" % vitperf_session.settings.cuda_graph)
         """
     )
-    for args, expected in (((), True), (("--no-vitperf-cuda-graph",), False), (("--vitperf-cuda-graph",), True)):
+    for args, expected in (
+        ((), True),
+        (("--no-vitperf-cuda-graph",), False),
+        (("--vitperf-cuda-graph",), True),
+    ):
         result = pytester.runpytest("-s", *args)
         result.stdout.fnmatch_lines([f"*cuda_graph={expected}"])
     pytester.makeini("[pytest]\nvitperf_cuda_graph = false\n")
@@ -156,7 +167,12 @@ def test_cuda_graph_flags_resolve_on_and_off(pytester: pytest.Pytester) -> None:
 def test_compile_uses_the_cache_dir_for_inductor(suite: pytest.Pytester) -> None:
     cache = suite.path / "cache"
     result, data = run_json(
-        suite, "--vitperf-precisions=fp32", "--vitperf-compile=default", f"--vitperf-cache-dir={cache}", "-p", "no:xdist"
+        suite,
+        "--vitperf-precisions=fp32",
+        "--vitperf-compile=default",
+        f"--vitperf-cache-dir={cache}",
+        "-p",
+        "no:xdist",
     )
     result.assert_outcomes(passed=1)
     assert only(data, "fp32")["options"]["compile"] == "default"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +17,9 @@ GOLDEN_HELP = Path(__file__).parent / "golden" / "help.txt"
 def test_without_the_flag_benchmarks_skip_naming_it(suite: pytest.Pytester) -> None:
     result = suite.runpytest("-rs", "-p", "no:cacheprovider")
     result.assert_outcomes(skipped=1)  # not even parametrized: nothing is probed without the flag
-    result.stdout.fnmatch_lines(["vitperf: benchmarks off (enable with --gpu-bench)", "*benchmark test: run with --gpu-bench*"])
+    result.stdout.fnmatch_lines(
+        ["vitperf: benchmarks off (enable with --gpu-bench)", "*benchmark test: run with --gpu-bench*"]
+    )
     assert "vitperf summary" not in result.stdout.str()
 
 
@@ -56,7 +57,13 @@ def test_summary_table_has_every_column_and_speedup(suite: pytest.Pytester) -> N
 
 
 def floors(path: Path, precision: str, min_speedup: float) -> None:
-    entry = {"gpu": "*", "backend": "torch", "precision": precision, "min_speedup": min_speedup, "source": "test"}
+    entry = {
+        "gpu": "*",
+        "backend": "torch",
+        "precision": precision,
+        "min_speedup": min_speedup,
+        "source": "test",
+    }
     path.write_text(json.dumps({"schema": 1, "floors": [entry]}))
 
 
@@ -104,7 +111,9 @@ def test_malformed_floors_file_fails_only_the_tests_that_need_it(suite: pytest.P
 
 def test_benchmark_json_holds_the_measured_samples(suite: pytest.Pytester) -> None:
     out = suite.path / "bench.json"
-    result = suite.runpytest(*FAST, "--vitperf-precisions=fp16", "--vitperf-min-iterations=6", f"--benchmark-json={out}")
+    result = suite.runpytest(
+        *FAST, "--vitperf-precisions=fp16", "--vitperf-min-iterations=6", f"--benchmark-json={out}"
+    )
     result.assert_outcomes(passed=1)
     data = json.loads(out.read_text())
     (b,) = data["benchmarks"]
@@ -146,7 +155,8 @@ def test_help_section_matches_golden(pytester: pytest.Pytester, monkeypatch: pyt
 def test_loading_the_plugin_imports_nothing_heavy() -> None:
     code = (
         "import sys, pytest_vitperf.plugin; "
-        "print(sorted(m for m in ('torch','timm','numpy','onnx','modelopt','tensorrt','tensorrt_rtx') if m in sys.modules))"
+        "heavy = ('torch', 'timm', 'numpy', 'onnx', 'modelopt', 'tensorrt', 'tensorrt_rtx'); "
+        "print(sorted(m for m in heavy if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
     assert out.stdout.strip() == "[]"

@@ -106,14 +106,16 @@ class TorchBackend:
             if settings.cache_dir is not None:
                 # Keep compiled kernels across sessions instead of recompiling (minutes for max-autotune).
                 os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(settings.cache_dir / "inductor")
-            model = torch.compile(model, mode=_COMPILE_MODES[settings.compile])
+            model = torch.compile(model, mode=_COMPILE_MODES[settings.compile])  # type: ignore[assignment]
 
         if device.sm is None:
             info["mode"] = "eager"
             return TorchEngine(model, model_name, x, precision, batch, PerfCounterClock(), "eager", info=info)
 
         stream = torch.cuda.Stream(dev)
-        engine = TorchEngine(model, model_name, x, precision, batch, TorchCudaEventClock(stream), "eager", stream=stream)
+        engine = TorchEngine(
+            model, model_name, x, precision, batch, TorchCudaEventClock(stream), "eager", stream=stream
+        )
         try:
             with torch.inference_mode(), torch.cuda.stream(stream):
                 for _ in range(3):  # lazy init, cuBLAS handles and autotuning happen outside capture

@@ -1,0 +1,87 @@
+"""The model zoo and the torch backend on the CPU, for real."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from pytest_vitperf.backends import VitperfError
+from pytest_vitperf.backends.torch import TorchBackend
+from pytest_vitperf.env import Device
+from pytest_vitperf.fixtures import check_finite
+from pytest_vitperf.models import build_model, input_size
+from pytest_vitperf.options import Settings
+
+CPU = Device("test CPU")
+
+
+def test_random_init_is_fixed_by_the_seed() -> None:
+    a, b = build_model("vit_tiny"), build_model("vit_tiny_patch16_224")
+    c = build_model("vit_tiny", seed=1)
+    wa, wb, wc = (m.patch_embed.proj.weight for m in (a, b, c))
+    assert torch.equal(wa, wb) and not torch.equal(wa, wc)
+    assert not a.training
+
+
+@pytest.mark.parametrize("suffix", [".safetensors", ".pt"])
+def test_local_weights_are_loaded(tmp_path: Path, suffix: str) -> None:
+    source = build_model("vit_tiny", seed=7)
+    path = tmp_path / f"weights{suffix}"
+    if suffix == ".safetensors":
+        from safetensors.torch import save_file
+
+        save_file(source.state_dict(), str(path))
+    else:
+        torch.save({"state_dict": source.state_dict()}, path)
+    loaded = build_model("vit_tiny", weights=path)
+    assert torch.equal(loaded.head.weight, source.head.weight)
+
+
+def test_bad_model_names_and_weights_are_clear_errors(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="unknown model 'resnet50'; valid: vit_tiny_patch16_224"):
+        build_model("resnet50")
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        build_model("vit_tiny", weights=tmp_path / "missing.pt")
+    junk = tmp_path / "junk.pt"
+    torch.save([1, 2, 3], junk)
+    with pytest.raises(ValueError, match="does not hold a state dict"):
+        build_model("vit_tiny", weights=junk)
+
+
+def test_input_size_follows_timm_config() -> None:
+    assert input_size(build_model("vit_tiny")) == (3, 224, 224)
+    assert input_size(build_model("vit_tiny", img_size=256)) == (3, 256, 256)
+
+
+def prepare(model: torch.nn.Module, precision: str = "fp32", batch: int = 2):
+    return TorchBackend().prepare(
+        model,
+        model_name="vit_tiny_patch16_224",
+        precision=precision,
+        batch=batch,
+        device=CPU,
+        settings=Settings(),
+    )
+
+
+def test_cpu_engine_runs_the_batch_in_its_dtype() -> None:
+    engine = prepare(build_model("vit_tiny"), "bf16", batch=3)
+    out = engine.output()
+    assert out.shape == (3, 1000) and out.dtype == torch.float32
+    assert engine.describe()["dtype"] == "bfloat16" and engine.describe()["mode"] == "eager"
+    check_finite(engine)
+
+
+def test_nan_outputs_are_refused_with_the_reason() -> None:
+    model = build_model("vit_tiny")
+    with torch.no_grad():
+        model.head.weight.fill_(float("nan"))
+    with pytest.raises(VitperfError, match=r"produced 2000 non-finite outputs of 2000.*--vitperf-precisions fp32,fp32"):
+        check_finite(prepare(model))
+
+
+def test_torch_backend_refuses_precisions_it_does_not_build() -> None:
+    with pytest.raises(VitperfError, match="builds fp32, fp16, bf16, not fp8"):
+        prepare(build_model("vit_tiny"), "fp8")
