@@ -4,11 +4,6 @@ from pathlib import Path
 
 import pytest
 
-# pytester's in-process runs drop modules first imported inside them; torch cannot be imported twice
-# in one process, so load the heavy libraries here, before any inner run.
-import timm  # noqa: F401
-import torch  # noqa: F401
-
 pytest_plugins = ["pytester"]
 
 REPO = Path(__file__).resolve().parents[1]
@@ -24,6 +19,15 @@ FAST = (
     "-p",
     "no:cacheprovider",
 )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _heavy_imports_first() -> None:
+    """pytester's in-process runs drop modules first imported inside them, and torch cannot be imported
+    twice in one process: load the heavy libraries before any inner run (not at conftest import, which
+    would slow `pytest --help`)."""
+    import timm  # noqa: F401
+    import torch  # noqa: F401
 
 
 @pytest.fixture
