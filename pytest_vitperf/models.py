@@ -17,9 +17,22 @@ MODEL_NAMES = (
     "vit_small_patch16_224",
     "vit_base_patch16_224",
     "vit_large_patch16_224",
+    "vit_qf_base_patch16_256",
 )
 _ALIASES = {name.split("_patch")[0]: name for name in MODEL_NAMES}  # "vit_base" -> full name
 SEED = 0
+# The quantization-friendly ViT-B of the attention-shape rules: 256 px / patch 16 = 256 tokens, no class
+# token (global average pooling), head dim 64, attention as 3D batched matmuls. Built on timm options.
+QF_VIT = "vit_qf_base_patch16_256"
+QF_VIT_CONFIG: dict[str, Any] = {
+    "img_size": 256,
+    "patch_size": 16,
+    "embed_dim": 768,
+    "depth": 12,
+    "num_heads": 12,
+    "class_token": False,
+    "global_pool": "avg",
+}
 
 
 def canonical_model_name(name: str) -> str | None:
@@ -39,10 +52,45 @@ def build_model(name: str, *, weights: str | Path | None = None, seed: int = SEE
     import torch
 
     torch.manual_seed(seed)
-    model = timm.create_model(canonical, pretrained=False, **cfg)
+    if canonical == QF_VIT:
+        model = build_vit(seed, bmm=True, **{**QF_VIT_CONFIG, **cfg})
+    else:
+        model = timm.create_model(canonical, pretrained=False, **cfg)
     if weights is not None:
         model.load_state_dict(_load_state_dict(Path(weights)))
     return model.eval()
+
+
+def build_vit(seed: int = SEED, bmm: bool = False, **cfg: Any) -> torch.nn.Module:
+    """A timm VisionTransformer from explicit options (img_size, patch_size, embed_dim, depth, num_heads,
+    class_token, reg_tokens, global_pool, ...), attention as 3D bmm when `bmm`. Random init from `seed`."""
+    import torch
+    from timm.models.vision_transformer import VisionTransformer
+
+    torch.manual_seed(seed)
+    if bmm:
+        cfg["attn_layer"] = bmm_attention()
+    return VisionTransformer(**cfg).eval()
+
+
+def bmm_attention() -> type[torch.nn.Module]:
+    """timm's Attention with q, k, v as [B*H, S, D] and torch.bmm, so that the attention GEMMs export as
+    3D MatMuls that TensorRT's block quantizers accept. Same parameters (qkv, proj) as timm's."""
+    import torch
+    from timm.layers.attention import Attention
+
+    class BmmAttention(Attention):
+        def forward(self, x: torch.Tensor, attn_mask: Any = None, is_causal: bool = False) -> torch.Tensor:
+            b, n, _ = x.shape
+            h, d = self.num_heads, self.head_dim
+            qkv = self.qkv(x).reshape(b, n, 3, h, d).permute(2, 0, 3, 1, 4).reshape(3, b * h, n, d)
+            q, k, v = qkv.unbind(0)
+            q, k = self.q_norm(q), self.k_norm(k)
+            attn = torch.bmm(q * self.scale, k.transpose(1, 2)).softmax(dim=-1)
+            out = torch.bmm(attn, v).reshape(b, h, n, d).transpose(1, 2).reshape(b, n, h * d)
+            return self.proj(self.norm(out))
+
+    return BmmAttention
 
 
 def _load_state_dict(path: Path) -> dict[str, Any]:
