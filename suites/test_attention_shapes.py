@@ -1,0 +1,42 @@
+"""Attention-shape rules over the model zoo: which ViT can have its attention quantized at which precision.
+
+Each case lists the rules it is expected to break, so a change in verdict (a timm update, a new rule) fails.
+"""
+
+import pytest
+
+from pytest_vitperf.attention import judge, read_shape
+from pytest_vitperf.models import MODEL_NAMES, QF_VIT, build_model
+from pytest_vitperf.precision import PRECISIONS
+
+pytestmark = pytest.mark.gpu_bench
+
+# timm ViTs: 196 patches + 1 class token = 197 tokens, attention as 4D scaled_dot_product_attention.
+TIMM_BLOCK_SCALED = ("seq_len", "attention_3d", "class_token")
+EXPECTED = {
+    (model, precision): (TIMM_BLOCK_SCALED if precision in ("mxfp8", "nvfp4") and model != QF_VIT else ())
+    for model in MODEL_NAMES
+    for precision in PRECISIONS
+}
+CASES = [
+    pytest.param(model, precision, breaks, id=f"{model}-{precision}-breaks:{'+'.join(breaks) or 'none'}")
+    for (model, precision), breaks in EXPECTED.items()
+]
+
+
+@pytest.fixture(scope="module")
+def shapes():
+    cache = {}
+
+    def get(model):
+        if model not in cache:
+            cache[model] = read_shape(build_model(model))
+        return cache[model]
+
+    return get
+
+
+@pytest.mark.parametrize(("model", "precision", "breaks"), CASES)
+def test_attention_rules(shapes, model, precision, breaks):
+    violations = judge(shapes(model), precision)
+    assert tuple(v.rule for v in violations) == breaks, "\n".join(map(str, violations))
