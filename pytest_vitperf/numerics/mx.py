@@ -67,7 +67,7 @@ def quantize_mx(x: Any, element: str = "e4m3", *, block: int = BLOCK, scale_rule
     arr = as_float64(x)
     block = check_block(block, even=fmt.name == "e2m1")
     blocks = pad_blocks(arr, block)
-    bad: np.ndarray = ~np.isfinite(blocks).all(axis=-1)
+    bad = np.asarray(~np.isfinite(blocks).all(axis=-1))
     amax = np.where(bad, 1.0, block_amax(np.where(np.isfinite(blocks), blocks, 0.0)))
     positive = amax > 0
     k = np.where(positive, scale_exponent(np.where(positive, amax, 1.0), fmt, scale_rule), -127)
