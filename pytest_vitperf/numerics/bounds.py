@@ -33,6 +33,14 @@ def element_error_bound(fmt: ElementFormat, y: npt.ArrayLike) -> F64:
     return np.where(a > fmt.max, a - fmt.max, out)
 
 
+def scaled_error_bound(fmt: ElementFormat, x: npt.ArrayLike, scale: npt.ArrayLike) -> F64:
+    """Bound on |x - scale * Q(x / scale)|. Saturation is computed in the units of x: x / scale - MAX would
+    cancel and lose the bound's last digits."""
+    x, scale = np.asarray(x, dtype=np.float64), np.asarray(scale, dtype=np.float64)
+    y = x / scale
+    return np.where(np.abs(y) > fmt.max, np.abs(x) - fmt.max * scale, scale * element_error_bound(fmt, y))
+
+
 def nvfp4_block_bound(amax_block: npt.ArrayLike, amax_tensor: float) -> F64:
     """Worst-case |x - x'| for any element of a block, for the default variant (nearest, floor 2^-9)."""
     ab = np.asarray(amax_block, dtype=np.float64)
@@ -59,9 +67,8 @@ def nvfp4_element_bound(t: NVFP4Tensor, x: npt.ArrayLike) -> F64:
     """Per-element bound from the decoded scales in use: S * element_bound(E2M1, x / S)."""
     from pytest_vitperf.numerics.blocks import pad_blocks, unpad
 
-    s = t.scale_values()[..., None]
     blocks = pad_blocks(np.asarray(x, dtype=np.float64), t.block)
-    return unpad(s * element_error_bound(E2M1, blocks / s), t.shape)
+    return unpad(scaled_error_bound(E2M1, blocks, t.scale_values()[..., None]), t.shape)
 
 
 # -- metrics ----------------------------------------------------------------------------------------

@@ -13,7 +13,8 @@ lies within 2^-22 relative of an E2M1 tie.
 
 Policies and variants:
 - all-zero tensor: g = 1.0 (not 0), every block scale 1.0, every code 0: nothing divides by zero, no NaN.
-  (Model Optimizer computes 0 / 0 there and stores NaN scale bytes.)
+  (Model Optimizer computes 0 / 0 there and stores NaN scale bytes.) The same holds when amax is so small
+  (below 2688 * 2^-149, FP32 subnormal territory) that g underflows: the tensor flushes to zero.
 - zero block in a non-zero tensor: s_b = 1.0, as Model Optimizer does.
 - `scale_rounding="up"` rounds the block scale up (cuDNN's choice) so no element clips; the default "nearest"
   can clip the block's largest values by up to 1/17.
@@ -66,10 +67,10 @@ class NVFP4Tensor:
 
 
 def global_scale(amax: float) -> float:
-    """FP32 amax / (6 * 448); 1.0 for an all-zero tensor."""
-    if amax == 0:
-        return 1.0
-    return float(_F32(amax) / _F32(6.0 * 448.0))
+    """FP32 amax / (6 * 448); 1.0 for an all-zero tensor, or one so small (amax < 2688 * 2^-149) that the
+    FP32 division underflows to zero: such a tensor quantizes to all-zero codes."""
+    g = _F32(amax) / _F32(6.0 * 448.0)
+    return float(g) if g > 0 else 1.0
 
 
 def quantize_nvfp4(
