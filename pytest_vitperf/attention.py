@@ -105,6 +105,7 @@ class Violation:
     required: str
     where: str
     fix: str
+    reason: str = ""
 
     def __str__(self) -> str:
         return f"{self.rule}: {self.observed}; needs {self.required} [at {self.where}] -> fix: {self.fix}"
@@ -187,7 +188,7 @@ def judge(shape: AttentionShape, precision: str) -> list[Violation]:
 
     def add(rule: str, observed: str, required: str, where: str) -> None:
         r = RULES[rule]
-        out.append(Violation(rule, observed, required, where, r.fix.format(**fmt)))
+        out.append(Violation(rule, observed, required, where, r.fix.format(**fmt), r.reason.format(**fmt)))
 
     def first_and_more(blocks: list[AttentionBlock]) -> str:
         more = f" (+{len(blocks) - 1} more)" if len(blocks) > 1 else ""

@@ -134,6 +134,9 @@ def test_timm_vit_base_breaks_the_sequence_and_class_token_rules_for_nvfp4() -> 
     assert lines[2].startswith("  attention_3d: attention tensors are 4D")
     assert lines[3].startswith("  class_token: 196 patches + 1 class/register token(s) = 197")
     assert all("-> fix: " in line for line in lines[1:])
+    reasons = {v.rule: v.reason for v in check_attention_shapes(model, "nvfp4")}
+    assert reasons["seq_len"] == "block quantization of the attention GEMMs runs in blocks of 16 along the sequence"
+    assert "2D or 3D" in reasons["attention_3d"]
 
 
 def test_quantization_friendly_vit_passes_everything() -> None:

@@ -12,10 +12,14 @@ from hypothesis.extra import numpy as hnp
 from pytest_vitperf.numerics.blocks import pad_blocks
 from pytest_vitperf.numerics.bounds import (
     NVFP4_NORMAL_RATIO,
+    cosine,
+    max_abs_error,
     mx_block_bound,
     nvfp4_block_bound,
     nvfp4_element_bound,
+    relative_l2,
     scaled_error_bound,
+    sqnr_db,
 )
 from pytest_vitperf.numerics.formats import E2M1, E4M3, E8M0_NAN, element_format
 from pytest_vitperf.numerics.gemm import assert_nvfp4_gemm, check_nvfp4_gemm, quantization_output_bound
@@ -124,7 +128,9 @@ def test_nvfp4_pads_ragged_tails_with_zeros(n: int) -> None:
     padded = -(-n // 16) * 16
     assert t.codes.shape == (3, padded) and t.block_scales.shape == (3, padded // 16)
     assert np.all(t.codes[:, n:] == 0)
-    assert t.dequantize().shape == (3, n)
+    # Regression: stale padding once turned into NaN scales; padded blocks here are finite and decode to x.
+    assert np.isfinite(E4M3.decode(t.block_scales)).all()
+    assert t.dequantize().shape == (3, n) and np.isfinite(t.dequantize()).all()
     # Padding never raises a block's amax: the tail block's scale is the same as for its values alone.
     tail = x[:, (n - 1) // 16 * 16 :]
     alone = quantize_nvfp4(np.ascontiguousarray(tail), global_scale_value=t.global_scale)
@@ -260,6 +266,16 @@ def test_torch_inputs_of_every_float_dtype() -> None:
     for dtype in (torch.float32, torch.float64):
         np.testing.assert_array_equal(quantize_nvfp4(x.to(dtype)).codes, ref.codes)
     assert quantize_nvfp4(x.to(torch.bfloat16)).codes.shape == (4, 32)
+
+
+def test_metrics_against_hand_computed_values() -> None:
+    x = np.array([3.0, 4.0])
+    xq = np.array([3.0, 3.0])
+    assert sqnr_db(x, xq) == pytest.approx(10 * np.log10(25 / 1))
+    assert sqnr_db(x, x) == float("inf")
+    assert max_abs_error(x, xq) == 1.0
+    assert relative_l2(x, xq) == pytest.approx(1 / 5)
+    assert cosine(x, xq) == pytest.approx(21 / (5 * np.sqrt(18)))
 
 
 # -- the NVFP4 GEMM check (seed 002's correctness claim) ------------------------------------------

@@ -1,0 +1,26 @@
+from __future__ import annotations
+
+import pytest
+
+from pytest_vitperf.cli import main
+
+
+def test_capabilities_prints_the_matrix(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["capabilities"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["precision", "GPU", "needs", "backends"]
+    nvfp4 = next(line for line in out if line.startswith("nvfp4"))
+    assert "Blackwell sm_100/sm_103/sm_110/sm_120/sm_121" in nvfp4 and "tensorrt, tensorrt-rtx" in nvfp4
+
+
+def test_env_prints_the_header_and_why_a_backend_cannot_run(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["env", "--backend", "tensorrt"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("vitperf: CPU ") and "backend tensorrt" in out
+    assert "backend tensorrt cannot run here: tensorrt is not installed" in out
+
+
+def test_unknown_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["frobnicate"])
+    assert info.value.code == 2 and "invalid choice" in capsys.readouterr().err
