@@ -1,12 +1,16 @@
-"""The `vitperf` command."""
+"""The `vitperf` command: capabilities, env, compare, import-trtexec, show."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from pytest_vitperf.report import table
+
+DEFAULT_BASELINES = Path("baselines")
+DEFAULT_FLOORS = Path("suites") / "floors.json"
 
 
 def _capabilities(args: argparse.Namespace) -> int:
@@ -29,15 +33,178 @@ def _env(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _backend_version(text: str) -> tuple[str, str]:
+    backend, sep, version = text.partition("/")
+    if not sep or not backend or not version:
+        raise argparse.ArgumentTypeError(f"{text!r} is not BACKEND/VERSION, e.g. tensorrt/10.14.1")
+    return backend, version
+
+
+def _floor(text: str) -> tuple[str, float]:
+    from pytest_vitperf.precision import PRECISIONS
+
+    name, sep, value = text.partition("=")
+    try:
+        floor = float(value)
+    except ValueError:
+        floor = -1.0
+    if not sep or name not in PRECISIONS or not floor > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not PRECISION=SPEEDUP, e.g. nvfp4=1.55")
+    return name, floor
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from pytest_vitperf.baselines.store import JsonDirStorage
+    from pytest_vitperf.baselines.upgrade import build_report
+    from pytest_vitperf.floor import FloorsFile
+
+    (backend, old), (backend_to, new) = args.from_, args.to
+    if backend != backend_to:
+        raise SystemExit(f"vitperf compare: --from and --to name different backends ({backend}, {backend_to})")
+    floors = FloorsFile.load(args.floors) if args.floors.exists() else None
+    report = build_report(
+        JsonDirStorage(args.baseline_dir),
+        backend,
+        old,
+        new,
+        gpu=args.gpu,
+        floors=floors,
+        floor_overrides=dict(args.floor),
+        threshold=args.threshold,
+    )
+    text = report.markdown()
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8")
+    print(text, end="")
+    return 1 if args.fail_on_regression and not report.passed else 0
+
+
+def _import_trtexec(args: argparse.Namespace) -> int:
+    from datetime import date
+
+    from pytest_vitperf.baselines.store import Baseline, BaselineKey, JsonDirStorage
+    from pytest_vitperf.baselines.trtexec import read_compute_ms
+    from pytest_vitperf.measurement import Measurement, Spec
+
+    samples = read_compute_ms(args.file)
+    spec = Spec(args.model, args.precision, args.batch, args.backend, args.version, args.gpu, timer="trtexec")
+    m = Measurement(spec, tuple(samples))
+    key = BaselineKey(args.backend, args.version, args.gpu, args.model, args.precision, args.batch)
+    b = Baseline(
+        key=key,
+        statistic="median",
+        value=m.median,
+        stats=m.stats(),
+        samples=m.samples_ms,
+        provenance={
+            "kind": "imported",
+            "source": str(args.file),
+            "tool": "trtexec --exportTimes",
+            "date": str(date.today()),
+        },
+    )
+    storage = JsonDirStorage(args.baseline_dir)
+    storage.put([b])
+    print(f"{storage.path(key)}: {key.entry} median {m.median:.3f} ms from {m.n} computeMs samples (CoV {m.cov:.1%})")
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    from pytest_vitperf.baselines.store import JsonDirStorage, read_file
+
+    from pytest_vitperf.precision import PRECISIONS
+
+    path = Path(args.path)
+    items = list(read_file(path).values()) if path.is_file() else list(JsonDirStorage(path).all())
+    order = list(PRECISIONS)
+    items.sort(
+        key=lambda b: (
+            b.key.backend,
+            b.key.backend_version,
+            b.key.gpu,
+            b.key.model,
+            b.key.batch,
+            order.index(b.key.precision) if b.key.precision in order else len(order),
+        )
+    )
+    rows = [
+        (
+            b.key.backend,
+            b.key.backend_version,
+            b.key.gpu,
+            b.key.model,
+            b.key.precision,
+            str(b.key.batch),
+            f"{b.value:.3f} ms ({b.statistic})",
+            str(len(b.samples)) if b.samples else "-",
+            str(b.provenance.get("source", b.provenance.get("kind", ""))),
+        )
+        for b in items
+    ]
+    header = ("backend", "version", "gpu", "model", "precision", "batch", "latency", "samples", "source")
+    for line in table(header, rows):
+        print(line)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vitperf", description="pytest-vitperf utilities")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("capabilities", help="print the precision capability matrix").set_defaults(func=_capabilities)
     env = sub.add_parser("env", help="print the device, driver and versions a run would record")
     env.add_argument("--backend", default="auto", choices=("auto", "torch", "tensorrt", "tensorrt-rtx"))
     env.set_defaults(func=_env)
-    args = parser.parse_args(argv)
-    return int(args.func(args))
+
+    cmp = sub.add_parser("compare", help="report an upgrade: absolute latency and speedup over FP16, two versions")
+    cmp.add_argument("--from", dest="from_", required=True, type=_backend_version, metavar="BACKEND/VERSION")
+    cmp.add_argument("--to", required=True, type=_backend_version, metavar="BACKEND/VERSION")
+    cmp.add_argument("--gpu", help="GPU slug, when baselines exist for several")
+    cmp.add_argument("--baseline-dir", type=Path, default=DEFAULT_BASELINES)
+    cmp.add_argument("--floors", type=Path, default=DEFAULT_FLOORS, help="floors file judged on the --to version")
+    cmp.add_argument("--floor", action="append", type=_floor, default=[], metavar="PRECISION=SPEEDUP")
+    cmp.add_argument("--threshold", type=float, default=0.05, help="relative latency change that counts (0.05)")
+    cmp.add_argument("--out", help="also write the markdown report here")
+    cmp.add_argument("--fail-on-regression", action="store_true", help="exit 1 on a regression or failed floor")
+    cmp.set_defaults(func=_compare)
+
+    imp = sub.add_parser("import-trtexec", help="store a trtexec --exportTimes trace as a baseline")
+    imp.add_argument("file", type=Path)
+    imp.add_argument("--backend", default="tensorrt")
+    imp.add_argument("--version", required=True)
+    imp.add_argument("--gpu", required=True, help="GPU name as the driver reports it, e.g. 'NVIDIA H100 80GB HBM3'")
+    imp.add_argument("--model", required=True)
+    imp.add_argument("--precision", required=True, type=_precision)
+    imp.add_argument("--batch", type=int, default=1)
+    imp.add_argument("--baseline-dir", type=Path, default=DEFAULT_BASELINES)
+    imp.set_defaults(func=_import_trtexec)
+
+    show = sub.add_parser("show", help="list baselines as a table")
+    show.add_argument("path", nargs="?", default=str(DEFAULT_BASELINES), help="a baselines folder or one file")
+    show.set_defaults(func=_show)
+    return parser
+
+
+def _precision(text: str) -> str:
+    from pytest_vitperf.precision import get_precision
+
+    try:
+        return get_precision(text).name
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from pytest_vitperf.baselines.store import BaselineFileError
+    from pytest_vitperf.baselines.trtexec import TraceFileError
+    from pytest_vitperf.baselines.upgrade import UpgradeError
+    from pytest_vitperf.floor import FloorsFileError
+
+    try:
+        return int(args.func(args))
+    except (BaselineFileError, TraceFileError, UpgradeError, FloorsFileError) as exc:
+        print(f"vitperf {args.command}: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

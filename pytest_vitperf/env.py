@@ -16,6 +16,11 @@ from importlib import metadata
 from typing import Any
 
 
+def slug(text: str) -> str:
+    """File-system-safe key, e.g. 'NVIDIA H100 80GB HBM3' -> 'nvidia-h100-80gb-hbm3'."""
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "unknown"
+
+
 @dataclass(frozen=True)
 class Device:
     name: str
@@ -35,8 +40,7 @@ class Device:
 
     @property
     def slug(self) -> str:
-        """File-system-safe key, e.g. 'nvidia-h100-80gb-hbm3'."""
-        return re.sub(r"[^a-z0-9]+", "-", self.name.lower()).strip("-") or "unknown"
+        return slug(self.name)
 
     def describe(self) -> str:
         if self.sm is None:

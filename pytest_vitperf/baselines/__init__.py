@@ -1,0 +1,14 @@
+"""Baselines per backend version and GPU: storage, comparison, and trtexec imports."""
+
+from pytest_vitperf.baselines.compare import Comparison, compare
+from pytest_vitperf.baselines.store import Baseline, BaselineFileError, BaselineKey, BaselineStorage, JsonDirStorage
+
+__all__ = [
+    "Baseline",
+    "BaselineFileError",
+    "BaselineKey",
+    "BaselineStorage",
+    "Comparison",
+    "JsonDirStorage",
+    "compare",
+]
