@@ -111,7 +111,6 @@ def _import_trtexec(args: argparse.Namespace) -> int:
 
 def _show(args: argparse.Namespace) -> int:
     from pytest_vitperf.baselines.store import JsonDirStorage, read_file
-
     from pytest_vitperf.precision import PRECISIONS
 
     path = Path(args.path)

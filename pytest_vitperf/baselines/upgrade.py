@@ -122,20 +122,16 @@ def build_report(
         group = Group(model, batch)
         precisions = sorted(set(by_version[old]) | set(by_version[new]), key=order.index)
 
-        def speedup(version: str, precision: str) -> float | None:
-            ref, b = by_version[version].get(REFERENCE), by_version[version].get(precision)
-            return ref.value / b.value if ref and b else None
-
         for p in precisions:
-            a, b = by_version[old].get(p), by_version[new].get(p)
+            before, after = by_version[old].get(p), by_version[new].get(p)
             comparison = None
-            if a and b:
+            if before and after:
                 comparison = compare(
-                    a.value,
-                    b.value,
-                    statistic=a.statistic,
-                    baseline_samples=a.samples,
-                    current_samples=b.samples,
+                    before.value,
+                    after.value,
+                    statistic=before.statistic,
+                    baseline_samples=before.samples,
+                    current_samples=after.samples,
                     threshold=threshold,
                 )
             floor, source = None, ""
@@ -146,7 +142,9 @@ def build_report(
                     f = floors.find(gpu=gpu_name, backend=backend, version=new, model=model, batch=batch, precision=p)
                     if f is not None:
                         floor, source = f.min_speedup, f.source or str(floors.path)
-            group.rows.append(Row(p, a, b, comparison, speedup(old, p), speedup(new, p), floor, source))
+            group.rows.append(
+                Row(p, a, b, comparison, _speedup(by_version[old], p), _speedup(by_version[new], p), floor, source)
+            )
         report_groups.append(group)
     return UpgradeReport(backend, old, new, gpu_name, report_groups, threshold)
 
@@ -162,6 +160,11 @@ def describe(c: Comparison | None, threshold: float) -> str:
     if c.delta == 0:
         return "same"
     return f"{'improvement' if c.delta < 0 else 'slower'} (within {threshold:.0%})"
+
+
+def _speedup(version: dict[str, Baseline], precision: str) -> float | None:
+    ref, b = version.get(REFERENCE), version.get(precision)
+    return ref.value / b.value if ref and b else None
 
 
 def _ms(b: Baseline | None) -> str:
