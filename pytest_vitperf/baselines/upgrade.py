@@ -142,9 +142,8 @@ def build_report(
                     f = floors.find(gpu=gpu_name, backend=backend, version=new, model=model, batch=batch, precision=p)
                     if f is not None:
                         floor, source = f.min_speedup, f.source or str(floors.path)
-            group.rows.append(
-                Row(p, a, b, comparison, _speedup(by_version[old], p), _speedup(by_version[new], p), floor, source)
-            )
+            speedups = _speedup(by_version[old], p), _speedup(by_version[new], p)
+            group.rows.append(Row(p, before, after, comparison, *speedups, floor, source))
         report_groups.append(group)
     return UpgradeReport(backend, old, new, gpu_name, report_groups, threshold)
 
