@@ -75,13 +75,14 @@ def _cpu_name() -> str:
     return platform.processor() or platform.machine() or "unknown CPU"
 
 
-def _driver_version() -> str | None:
+def _smi(fields: str) -> list[str] | None:
+    """First GPU's answers to an nvidia-smi query, or None where there is no nvidia-smi."""
     smi = shutil.which("nvidia-smi")
     if smi is None:
         return None
     try:
         out = subprocess.run(
-            [smi, "--query-gpu=driver_version", "--format=csv,noheader"],
+            [smi, f"--query-gpu={fields}", "--format=csv,noheader,nounits"],
             capture_output=True,
             text=True,
             timeout=10,
@@ -90,7 +91,24 @@ def _driver_version() -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     lines = out.strip().splitlines()
-    return lines[0].strip() if lines else None
+    return [v.strip() for v in lines[0].split(",")] if lines else None
+
+
+def _driver_version() -> str | None:
+    answer = _smi("driver_version")
+    return answer[0] if answer else None
+
+
+def fingerprint(device: Device) -> dict[str, Any]:
+    """What a baseline records about where it was measured, beyond the key (backend, version, GPU)."""
+    out: dict[str, Any] = {"device": device.name, "sm": device.sm, "driver": device.driver}
+    out["cuda_runtime"] = device.cuda_runtime
+    out.update({k: v for k, v in software_versions().items() if v is not None})
+    if device.sm is not None:
+        clocks = _smi("clocks.max.sm,clocks.max.mem,power.limit")
+        if clocks:
+            out["clocks"] = {"max_sm_mhz": clocks[0], "max_mem_mhz": clocks[1], "power_limit_w": clocks[2]}
+    return out
 
 
 @cache

@@ -89,8 +89,9 @@ def bench(vitperf_session: VitperfSession, request: pytest.FixtureRequest) -> Ca
             return vitperf_session.measurements[spec.key]
         samples = sample(engine.launch, engine.clock, **vitperf_session.timing())
         m = Measurement(spec, tuple(samples))
-        vitperf_session.record(m)
+        vitperf_session.record(m, request.node.nodeid)
         _add_to_pytest_benchmark(request, m)
+        _gate(vitperf_session, request, m)
         return m
 
     return run
@@ -134,6 +135,25 @@ def assert_speedup(vitperf_session: VitperfSession, request: pytest.FixtureReque
         return verdict
 
     return check
+
+
+def _gate(session: VitperfSession, request: pytest.FixtureRequest, m: Measurement) -> None:
+    """Judge `m` against its baseline; fail on a regression, an unreadable baseline, or (strict) none."""
+    from pytest_vitperf.baselines import gate
+
+    marker = request.node.get_closest_marker("vitperf_threshold")
+    threshold = float(marker.args[0]) if marker and marker.args else session.settings.regression_threshold
+    o = session.judge_baseline(m, threshold)
+    if o is None:
+        return
+    accept = f"pytest --gpu-bench {request.node.nodeid!r} --vitperf-update-baselines"
+    if o.kind == gate.UNREADABLE:
+        pytest.fail(f"{o.note}\nFix or remove that file, then measure again with:\n  {accept}", pytrace=False)
+    if o.kind == gate.MISSING and session.settings.strict and not session.settings.update_baselines:
+        pytest.fail(f"{o.note} (--vitperf-strict)\nCreate it with:\n  {accept}", pytrace=False)
+    regressed = o.comparison is not None and o.comparison.verdict == "regression"
+    if regressed and not session.settings.update_baselines:
+        pytest.fail(gate.regression_message(o, request.node.nodeid), pytrace=False)
 
 
 def _add_to_pytest_benchmark(request: pytest.FixtureRequest, m: Measurement) -> None:

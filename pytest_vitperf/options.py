@@ -30,6 +30,10 @@ NO_CUDA_GRAPH = "--no-vitperf-cuda-graph"
 COMPILE = "--vitperf-compile"
 CACHE_DIR = "--vitperf-cache-dir"
 FLOORS = "--vitperf-floors"
+BASELINE_DIR = "--vitperf-baseline-dir"
+THRESHOLD = "--vitperf-regression-threshold"
+UPDATE_BASELINES = "--vitperf-update-baselines"
+STRICT = "--vitperf-strict"
 
 BACKEND_NAMES = ("auto", "torch", "tensorrt", "tensorrt-rtx")
 COMPILE_MODES = ("off", "default", "max-autotune")
@@ -105,6 +109,18 @@ def _number(kind: type[T], minimum: float, what: str) -> Callable[[str], T]:
         return n
 
     return parse
+
+
+def parse_threshold(value: str) -> float:
+    """0.05 or 5%: a relative latency change."""
+    text = value.strip()
+    try:
+        v = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        v = -1.0
+    if not 0 <= v < 10:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a relative change such as 0.05 or 5%")
+    return v
 
 
 def parse_bool(value: str) -> bool:
@@ -186,6 +202,23 @@ OPTIONS: tuple[_Option, ...] = (
         "FILE",
         "speedup floors file. Default: floors.json beside the test module.",
     ),
+    _Option(
+        BASELINE_DIR,
+        str,
+        "DIR",
+        "baselines folder (<backend>/<version>/<gpu>/<model>.json). Default: baselines/ in the rootdir, if any.",
+    ),
+    _Option(
+        THRESHOLD,
+        parse_threshold,
+        "REL",
+        "latency change beyond which a significant difference from the baseline counts (0.05 or 5%%). "
+        "Per test: @pytest.mark.vitperf_threshold(0.10). Default: 0.05.",
+    ),
+)
+FLAGS = (
+    (UPDATE_BASELINES, "write or refresh the baselines of what this run measures, and report what changed."),
+    (STRICT, "fail tests whose measurement has no baseline, instead of reporting it."),
 )
 
 
@@ -202,6 +235,9 @@ def add_options(parser: pytest.Parser) -> None:
     for opt in OPTIONS:
         group.addoption(opt.flag, dest=opt.ini, type=opt.parse, metavar=opt.metavar, default=None, help=opt.help)
         parser.addini(opt.ini, f"as {opt.flag}", default="")
+    for flag, text in FLAGS:
+        group.addoption(flag, dest=_dest(flag), action="store_true", default=None, help=text)
+        parser.addini(_dest(flag), f"as {flag} (true/false)", default="false")
     group.addoption(
         CUDA_GRAPH,
         dest=_dest(CUDA_GRAPH),
@@ -234,6 +270,10 @@ class Settings:
     compile: str = "off"
     cache_dir: Path | None = None
     floors: Path | None = None
+    baseline_dir: Path | None = None
+    regression_threshold: float = 0.05
+    update_baselines: bool = False
+    strict: bool = False
     rootdir: Path = field(default_factory=Path.cwd)
 
 
@@ -263,9 +303,13 @@ def settings_from_config(config: pytest.Config) -> Settings:
         values[attr] = _resolve(config, opt.ini, opt.parse, opt.flag, getattr(_DEFAULTS, attr))
     values["enabled"] = _resolve(config, _dest(GPU_BENCH), parse_bool, GPU_BENCH, False, ini=GPU_BENCH_INI)
     values["cuda_graph"] = _resolve(config, _dest(CUDA_GRAPH), parse_bool, CUDA_GRAPH, True)
+    for flag, _ in FLAGS:
+        values[_dest(flag).removeprefix("vitperf_")] = _resolve(config, _dest(flag), parse_bool, flag, False)
 
     root = Path(str(config.rootpath))
-    for key in ("cache_dir", "floors"):
+    if values["baseline_dir"] is None and (root / "baselines").is_dir():
+        values["baseline_dir"] = root / "baselines"
+    for key in ("cache_dir", "floors", "baseline_dir"):
         if values[key] is not None:
             p = Path(values[key]).expanduser()
             values[key] = p if p.is_absolute() else (Path.cwd() / p)

@@ -36,7 +36,16 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", f"{MARKER}: a ViT benchmark; skipped unless {GPU_BENCH} is given (pytest-vitperf)"
     )
-    config.stash[SESSION_KEY] = VitperfSession(settings_from_config(config))
+    config.addinivalue_line(
+        "markers", "vitperf_threshold(rel): this test's latency-regression threshold, e.g. 0.10 (pytest-vitperf)"
+    )
+    config.stash[SESSION_KEY] = VitperfSession(settings_from_config(config), config)
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from pytest_vitperf import hookspec
+
+    pluginmanager.add_hookspecs(hookspec)
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -107,13 +116,22 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             f"warning: {len(noisy)} measurement(s) with CoV above 2.5%; the GPU or host was busy or "
             "clocks moved. Re-run on an idle machine, or lengthen --vitperf-duration-ms."
         )
+    if session.baseline_rows or session.baseline_updates:
+        from pytest_vitperf.report import baseline_summary
+
+        tr.write_sep("-", f"vitperf baselines ({session.settings.baseline_dir})")
+        for line in baseline_summary(session.baseline_rows, session.baseline_updates):
+            tr.write_line(line)
 
 
 # -- xdist: workers hand their results to the controller ---------------------------------------
 def pytest_sessionfinish(session: pytest.Session) -> None:
+    vs = get_session(session.config)
+    if vs.settings.update_baselines:
+        vs.write_baselines()  # each process writes what it measured; the store's lock merges them
     workeroutput = getattr(session.config, "workeroutput", None)
     if workeroutput is not None:
-        workeroutput["vitperf"] = get_session(session.config).export()
+        workeroutput["vitperf"] = vs.export()
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 
 from pytest_vitperf.measurement import NOISY_COV, Measurement
 from pytest_vitperf.precision import PRECISIONS, REFERENCE
-from pytest_vitperf.session import Verdict
+from pytest_vitperf.session import BaselineRow, Verdict
 
 COLUMNS = (
     "model",
@@ -78,3 +78,22 @@ def summary(measurements: Iterable[Measurement], verdicts: dict[tuple[str, str, 
             ]
         )
     return table(COLUMNS, rows)
+
+
+def baseline_summary(rows: list[BaselineRow], updates: list[str]) -> list[str]:
+    order = list(PRECISIONS)
+    rows = sorted(rows, key=lambda r: (r.model, r.batch, order.index(r.precision)))
+    header = ("model", "precision", "batch", "baseline ms", "current ms", "Δ", "p-value", "verdict")
+    out = (
+        table(
+            header,
+            [(r.model, r.precision, str(r.batch), r.baseline, r.current, r.delta, r.p_value, r.verdict) for r in rows],
+        )
+        if rows
+        else []
+    )
+    out += [f"note: {r.model} {r.precision} b{r.batch}: {r.note}" for r in rows if r.note]
+    if any(r.verdict == "missing" for r in rows):
+        out.append("record missing baselines with: pytest --gpu-bench <tests> --vitperf-update-baselines")
+    out += updates
+    return out

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -14,6 +14,8 @@ from pytest_vitperf.precision import PRECISIONS, unsupported_reason
 
 if TYPE_CHECKING:
     from pytest_vitperf.backends import Backend, Engine
+    from pytest_vitperf.baselines.gate import Outcome
+    from pytest_vitperf.baselines.store import JsonDirStorage
     from pytest_vitperf.env import Device
     from pytest_vitperf.options import Settings
 
@@ -24,6 +26,21 @@ CPU_DEFAULTS = (("vit_tiny_patch16_224",), (1, 8))
 # 2000 ms gave 1.2% (docs/benchmarks.md).
 GPU_WARMUP_MS = 2000.0
 CPU_WARMUP_MS = 200.0
+
+
+@dataclass(frozen=True)
+class BaselineRow:
+    """One line of the baselines table, as plain data so that xdist workers can hand it over."""
+
+    model: str
+    precision: str
+    batch: int
+    baseline: str
+    current: str
+    delta: str
+    p_value: str
+    verdict: str
+    note: str = ""
 
 
 @dataclass(frozen=True)
@@ -51,10 +68,14 @@ def _worker_index() -> int:
 
 
 class VitperfSession:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, config: Any = None) -> None:
         self.settings = settings
+        self.config = config  # the pytest config, for the pytest_vitperf_model_built hook
         self.measurements: dict[tuple[str, str, int, str], Measurement] = {}
         self.verdicts: dict[tuple[str, str, int, str], Verdict] = {}
+        self.baseline_rows: list[BaselineRow] = []
+        self.baseline_updates: list[str] = []
+        self._measured_here: dict[tuple[str, str, int, str], str] = {}  # key -> nodeid
         self._engines: dict[tuple[str, str, int], Engine] = {}
         self._floors: dict[Path, FloorsFile | None] = {}
 
@@ -113,8 +134,12 @@ class VitperfSession:
         if key not in self._engines:
             from pytest_vitperf.models import build_model
 
+            model = build_model(model_name)
+            if self.config is not None:
+                hook = self.config.hook.pytest_vitperf_model_built
+                model = hook(config=self.config, name=model_name, model=model) or model
             self._engines[key] = self.backend.prepare(
-                build_model(model_name),
+                model,
                 model_name=model_name,
                 precision=precision,
                 batch=batch,
@@ -159,9 +184,81 @@ class VitperfSession:
             precision=precision,
         )
 
+    # -- baselines ------------------------------------------------------------------------------
+    @cached_property
+    def baselines(self) -> JsonDirStorage | None:
+        from pytest_vitperf.baselines.store import JsonDirStorage
+
+        d = self.settings.baseline_dir
+        return JsonDirStorage(d) if d is not None else None
+
+    @cached_property
+    def environment(self) -> dict[str, Any]:
+        from pytest_vitperf.env import fingerprint
+
+        return fingerprint(self.device)
+
+    def judge_baseline(self, m: Measurement, threshold: float) -> Outcome | None:
+        """Compare `m` with its baseline and add a row to the summary; None when no baseline folder is set."""
+        from pytest_vitperf.baselines import gate
+
+        if self.baselines is None:
+            return None
+        o = gate.judge(self.baselines, m, threshold, self.environment)
+        s = m.spec
+        c = o.comparison
+        if c is not None:
+            verdict = c.verdict + ("" if c.p_value is not None else " (threshold only: no raw samples)")
+            if c.verdict == "improvement":
+                verdict += "; refresh with --vitperf-update-baselines"
+            note = "; ".join(f"environment: {e}" for e in o.env_changes)
+            row = BaselineRow(
+                s.model,
+                s.precision,
+                s.batch,
+                f"{c.baseline_ms:.3f} ({c.statistic})",
+                f"{c.current_ms:.3f}",
+                f"{c.delta:+.1%}",
+                "-" if c.p_value is None else f"{c.p_value:.2g}",
+                verdict,
+                note,
+            )
+        else:
+            row = BaselineRow(s.model, s.precision, s.batch, "-", f"{m.median:.3f}", "-", "-", o.kind, o.note)
+        self.baseline_rows.append(row)
+        return o
+
+    def write_baselines(self) -> None:
+        """Write or refresh the baselines of what this process measured, noting each change."""
+        from pytest_vitperf.baselines import gate
+        from pytest_vitperf.baselines.store import BaselineFileError
+
+        if self.baselines is None or not self._measured_here:
+            return
+        for key, nodeid in self._measured_here.items():
+            m = self.measurements[key]
+            new = gate.to_baseline(m, self.environment, nodeid)
+            path = self.baselines.path(new.key)
+            try:
+                old = self.baselines.get(new.key)
+                self.baselines.put([new])
+            except BaselineFileError as exc:
+                self.baseline_updates.append(f"NOT WRITTEN {new.key.entry}: {exc}")
+                continue
+            if old is None:
+                self.baseline_updates.append(f"added {path} [{new.key.entry}] median {new.value:.3f} ms")
+            else:
+                change = new.value / old.value - 1
+                self.baseline_updates.append(
+                    f"refreshed {path} [{new.key.entry}] {old.value:.3f} ms ({old.statistic}) -> "
+                    f"{new.value:.3f} ms ({change:+.1%})"
+                )
+
     # -- results --------------------------------------------------------------------------------
-    def record(self, m: Measurement) -> None:
+    def record(self, m: Measurement, nodeid: str = "") -> None:
         self.measurements[m.spec.key] = m
+        if nodeid:
+            self._measured_here[m.spec.key] = nodeid
 
     def record_verdict(self, v: Verdict) -> None:
         self.verdicts[v.candidate.spec.key] = v
@@ -169,6 +266,8 @@ class VitperfSession:
     def export(self) -> dict[str, Any]:
         """Results as plain data, for xdist workers to hand to the controller."""
         return {
+            "baseline_rows": [asdict(r) for r in self.baseline_rows],
+            "baseline_updates": list(self.baseline_updates),
             "measurements": [m.to_dict() for m in self.measurements.values()],
             "verdicts": [
                 {
@@ -182,6 +281,8 @@ class VitperfSession:
         }
 
     def merge(self, data: dict[str, Any]) -> None:
+        self.baseline_rows += [BaselineRow(**r) for r in data.get("baseline_rows", [])]
+        self.baseline_updates += data.get("baseline_updates", [])
         for m in data.get("measurements", []):
             self.record(Measurement.from_dict(m))
         for v in data.get("verdicts", []):
