@@ -1,0 +1,281 @@
+"""Baselines: the store, the comparison, trtexec imports, the upgrade report and the vitperf commands."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pytest_vitperf.baselines.compare import IMPROVEMENT, REGRESSION, UNCHANGED, compare
+from pytest_vitperf.baselines.store import Baseline, BaselineFileError, BaselineKey, JsonDirStorage, read_file
+from pytest_vitperf.baselines.trtexec import TraceFileError, read_compute_ms
+from pytest_vitperf.baselines.upgrade import UpgradeError, build_report
+from pytest_vitperf.cli import main
+from tests.conftest import REPO
+
+SEED_BASELINES = REPO / "baselines"
+DATA = Path(__file__).parent / "data"
+KEY = BaselineKey("torch", "2.14.1", "NVIDIA H100 80GB HBM3", "vit_tiny_patch16_224", "fp16", 8)
+
+
+def baseline(value: float = 5.0, samples: tuple[float, ...] = (), precision: str = "fp16", **key) -> Baseline:
+    k = BaselineKey(**{**KEY.__dict__, "precision": precision, **key})
+    return Baseline(k, "median", value, {"median": value}, samples, {"driver": "580.1"}, {"kind": "measured"})
+
+
+# -- store ------------------------------------------------------------------------------------------
+def test_layout_and_round_trip(tmp_path: Path) -> None:
+    store = JsonDirStorage(tmp_path)
+    b = baseline(5.0, (4.9, 5.0, 5.1))
+    store.put([b])
+    path = tmp_path / "torch" / "2.14.1" / "nvidia-h100-80gb-hbm3" / "vit_tiny_patch16_224.json"
+    assert store.path(b.key) == path and path.is_file()
+    data = json.loads(path.read_text())
+    assert data["schema"] == 1 and list(data["entries"]) == ["fp16/b8"]
+    assert JsonDirStorage(tmp_path).get(b.key) == b
+    store.put([baseline(3.0, precision="bf16")])
+    assert sorted(read_file(path)) == ["bf16/b8", "fp16/b8"]  # merged, not replaced
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"schema": 1, "entries": {', "is not valid JSON"),
+        ("[]", "top level must be an object"),
+        ('{"schema": 9}', "schema is 9"),
+        ('{"schema": 1, "backend": "torch", "backend_version": "2", "gpu": "g", "model": "m"}', "'entries' must be"),
+        (
+            '{"schema": 1, "backend": "torch", "backend_version": "2", "gpu": "g", "model": "m", '
+            '"entries": {"fp16/b8": {"precision": "fp16", "batch": 8, "statistic": "mean", "value": -1}}}',
+            "value must be a positive number",
+        ),
+        (
+            '{"schema": 1, "backend": "torch", "backend_version": "2", "gpu": "g", "model": "m", '
+            '"entries": {"fp16/b1": {"precision": "fp16", "batch": 8, "statistic": "mean", "value": 1}}}',
+            "the entry name must match",
+        ),
+    ],
+)
+def test_corrupt_files_are_named_and_never_overwritten(tmp_path: Path, text: str, message: str) -> None:
+    store = JsonDirStorage(tmp_path)
+    path = store.path(KEY)
+    path.parent.mkdir(parents=True)
+    path.write_text(text)
+    with pytest.raises(BaselineFileError) as info:
+        store.get(KEY)
+    assert str(path) in str(info.value) and message in str(info.value)
+    with pytest.raises(BaselineFileError):
+        JsonDirStorage(tmp_path).put([baseline()])
+    assert path.read_text() == text
+
+
+WRITER = """
+import sys, random
+from pathlib import Path
+from pytest_vitperf.baselines.store import Baseline, BaselineKey, JsonDirStorage
+root, tag, n = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+store = JsonDirStorage(root)
+for i in range(n):
+    k = BaselineKey("torch", "1", "gpu", "m", "fp16", 1 + i + (1000 if tag == "b" else 0))
+    store.put([Baseline(k, "median", 1.0 + i, samples=tuple(random.random() for _ in range(int(sys.argv[4]))))])
+print("done", flush=True)
+"""
+
+
+def test_two_writer_processes_lose_nothing(tmp_path: Path) -> None:
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path), tag, "25", "50"], cwd=REPO) for tag in "ab"]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    (f,) = tmp_path.glob("torch/1/gpu/m.json")
+    assert len(read_file(f)) == 50
+
+
+def test_kill_9_mid_write_leaves_a_whole_file(tmp_path: Path) -> None:
+    """A writer rewriting a growing file of large entries is killed at varied moments; every time, the file
+    on disk parses whole, and only hidden temp files can be left behind."""
+    for delay in (0.6, 0.8, 1.0, 1.3, 1.6):
+        p = subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path), "a", "400", "20000"], cwd=REPO)
+        time.sleep(delay)  # interpreter start-up, then somewhere inside the write loop
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait()
+        for f in tmp_path.glob("torch/1/gpu/*.json"):
+            read_file(f)  # raises BaselineFileError on a torn file
+    assert list(tmp_path.glob("torch/1/gpu/m.json")), "no write completed before the kills; lengthen the delays"
+    assert all(f.name.startswith(".") for f in tmp_path.rglob("*.tmp"))
+
+
+# -- compare ----------------------------------------------------------------------------------------
+def test_regression_needs_both_threshold_and_significance() -> None:
+    rng = np.random.default_rng(0)
+    base = list(10 + rng.normal(0, 0.05, 50))
+    slow = [x * 1.08 for x in base]
+    assert compare(np.median(base), np.median(slow), baseline_samples=base, current_samples=slow).verdict == REGRESSION
+    # 3% slower, significant, but within the 5% threshold.
+    tiny = [x * 1.03 for x in base]
+    c = compare(np.median(base), np.median(tiny), baseline_samples=base, current_samples=tiny)
+    assert c.verdict == UNCHANGED and c.p_value is not None and c.p_value < 0.01
+    # 8% slower on two samples each: not significant.
+    c = compare(10.0, 10.8, baseline_samples=[9.0, 11.0], current_samples=[8.0, 13.6])
+    assert c.verdict == UNCHANGED and c.p_value is not None and c.p_value >= 0.01
+    # No raw samples: the threshold alone decides, and says so.
+    c = compare(10.0, 10.8)
+    assert c.verdict == REGRESSION and c.p_value is None and c.method == "threshold only: no raw samples"
+    assert compare(10.0, 9.0).verdict == IMPROVEMENT
+
+
+samples_st = st.lists(st.floats(1.0, 100.0), min_size=3, max_size=40)
+
+
+@given(samples_st, samples_st, st.floats(0.01, 100.0))
+def test_comparison_is_scale_invariant(a: list[float], b: list[float], c: float) -> None:
+    x = compare(float(np.median(a)), float(np.median(b)), baseline_samples=a, current_samples=b)
+    y = compare(
+        float(np.median(a)) * c,
+        float(np.median(b)) * c,
+        baseline_samples=[v * c for v in a],
+        current_samples=[v * c for v in b],
+    )
+    assert x.verdict == y.verdict
+    assert x.p_value == pytest.approx(y.p_value, rel=1e-9)
+
+
+@given(samples_st, samples_st, st.floats(0, 0.5), st.floats(0, 0.5))
+def test_threshold_monotonicity(a: list[float], b: list[float], t1: float, t2: float) -> None:
+    lo, hi = sorted((t1, t2))
+    args = {"baseline_samples": a, "current_samples": b}
+    at_hi = compare(float(np.median(a)), float(np.median(b)), threshold=hi, **args).verdict
+    at_lo = compare(float(np.median(a)), float(np.median(b)), threshold=lo, **args).verdict
+    if at_hi != UNCHANGED:
+        assert at_lo == at_hi  # flagged at a high threshold: flagged at every lower one
+    if at_lo == UNCHANGED:
+        assert at_hi == UNCHANGED
+
+
+def test_twenty_reruns_against_their_own_baseline_give_no_regression() -> None:
+    """Real measurements of one engine: the first is the baseline, twenty more are judged against it."""
+    from pytest_vitperf.backends.torch import TorchBackend
+    from pytest_vitperf.env import Device
+    from pytest_vitperf.models import build_model
+    from pytest_vitperf.options import Settings
+    from pytest_vitperf.timing import sample
+
+    engine = TorchBackend().prepare(
+        build_model("vit_tiny"),
+        model_name="vit_tiny",
+        precision="fp32",
+        batch=1,
+        device=Device("cpu"),
+        settings=Settings(),
+    )
+    runs = [sample(engine.launch, engine.clock, warmup_ms=50, duration_ms=250, min_iterations=15) for _ in range(21)]
+    base = runs[0]
+    verdicts = [
+        compare(float(np.median(base)), float(np.median(r)), baseline_samples=base, current_samples=r).verdict
+        for r in runs[1:]
+    ]
+    assert verdicts.count(REGRESSION) == 0, verdicts
+
+
+# -- trtexec ----------------------------------------------------------------------------------------
+def test_trtexec_export_times_are_read_as_compute_samples() -> None:
+    samples = read_compute_ms(DATA / "trtexec_times.json")
+    assert len(samples) == 12 and samples[0] == 8.2101 and min(samples) > 8
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[", "is not valid JSON"),
+        ('{"computeMs": 1}', "expected a JSON list"),
+        ('[{"latencyMs": 1}]', "entry 0 has no computeMs"),
+        ('[{"computeMs": -1}]', "entry 0 computeMs is -1"),
+        ('[{"count": 3}, {"computeMs": 1}]', "says count 3 but holds 1 inferences"),
+        ("[]", "holds no inferences"),
+    ],
+)
+def test_bad_trtexec_files(tmp_path: Path, text: str, message: str) -> None:
+    f = tmp_path / "t.json"
+    f.write_text(text)
+    with pytest.raises(TraceFileError, match=message):
+        read_compute_ms(f)
+
+
+def test_import_trtexec_command_writes_a_baseline_with_samples(tmp_path: Path) -> None:
+    args = [
+        "import-trtexec",
+        str(DATA / "trtexec_times.json"),
+        "--version",
+        "10.14.1",
+        "--gpu",
+        "NVIDIA H100 80GB HBM3",
+    ]
+    args += ["--model", "vit_base_patch16_224", "--precision", "fp8", "--batch", "64", "--baseline-dir", str(tmp_path)]
+    assert main(args) == 0
+    (b,) = JsonDirStorage(tmp_path).all()
+    assert b.key == BaselineKey("tensorrt", "10.14.1", "NVIDIA H100 80GB HBM3", "vit_base_patch16_224", "fp8", 64)
+    assert len(b.samples) == 12 and b.statistic == "median" and b.provenance["tool"] == "trtexec --exportTimes"
+
+
+def test_import_trtexec_refuses_a_truncated_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "cut.json"
+    f.write_text((DATA / "trtexec_times.json").read_text()[:300])
+    args = ["import-trtexec", str(f), "--version", "1", "--gpu", "g", "--model", "m", "--precision", "fp16"]
+    assert main([*args, "--baseline-dir", str(tmp_path / "bl")]) == 2
+    assert "is not valid JSON" in capsys.readouterr().err and not (tmp_path / "bl").exists()
+
+
+# -- the upgrade report on the seed baselines ---------------------------------------------------------
+def test_seed_baselines_are_published_numbers_without_samples() -> None:
+    items = list(JsonDirStorage(SEED_BASELINES).all())
+    assert {b.key.backend_version for b in items} == {"10.11.0", "10.14.1", "10.16.0"}
+    assert len(items) == 9
+    for b in items:
+        assert b.provenance["note"] == "published, no raw samples" and b.provenance["source"].startswith("seed 00")
+        assert not b.samples and b.key.batch == 64
+
+
+def test_upgrade_report_keeps_latency_and_speedup_apart(capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(
+        ["compare", "--from", "tensorrt/10.14.1", "--to", "tensorrt/10.16.0", "--baseline-dir", str(SEED_BASELINES)]
+    )
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "| fp16 | 8.23 ms | 7.90 ms | -4.0% | improvement (within 5%) | threshold only: no raw samples |" in out
+    assert "| nvfp4 | 1.60x | 1.53x | -0.07x |" in out
+    assert out.rstrip().endswith("**Verdict: PASS**")
+
+
+def test_upgrade_report_fails_a_floor_and_says_why(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    args = ["compare", "--from", "tensorrt/10.14.1", "--to", "tensorrt/10.16.0", "--baseline-dir", str(SEED_BASELINES)]
+    rc = main([*args, "--floor", "nvfp4=1.55", "--fail-on-regression", "--out", str(tmp_path / "r.md")])
+    out = capsys.readouterr().out
+    assert rc == 1
+    assert (
+        "| nvfp4 | 1.60x | 1.53x | -0.07x | 1.55x | FAIL: 1.53x < 1.55x (--floor); "
+        "fp16 latency -4.0%, nvfp4 latency +0.4% |"
+    ) in out
+    assert "**Verdict: FAIL** — 1 speedup floor(s) failed." in out
+    assert (tmp_path / "r.md").read_text() == out
+
+
+def test_upgrade_report_errors() -> None:
+    store = JsonDirStorage(SEED_BASELINES)
+    with pytest.raises(UpgradeError, match=r"no baselines for tensorrt/9\.0"):
+        build_report(store, "tensorrt", "9.0", "10.16.0")
+    with pytest.raises(UpgradeError, match="no baselines for GPU 'NVIDIA B200'"):
+        build_report(store, "tensorrt", "10.14.1", "10.16.0", gpu="NVIDIA B200")
+
+
+def test_show_lists_baselines(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["show", str(SEED_BASELINES)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:3] == ["backend", "version", "gpu"] and len(lines) == 2 + 9
+    assert any("10.14.1" in line and "nvfp4" in line and "5.140 ms (mean)" in line for line in lines)
