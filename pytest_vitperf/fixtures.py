@@ -11,6 +11,7 @@ import pytest
 from pytest_vitperf.backends.base import VitperfError
 from pytest_vitperf.floor import Floor
 from pytest_vitperf.measurement import Measurement
+from pytest_vitperf.models import MODEL_NAMES, canonical_model_name
 from pytest_vitperf.precision import get_precision
 from pytest_vitperf.session import Verdict, VitperfSession
 
@@ -64,6 +65,10 @@ def engine(vitperf_session: VitperfSession, request: pytest.FixtureRequest) -> C
             params = getattr(request.node, "callspec", None)
             model = params.params.get("vitperf_model") if params else None
             model = model or vitperf_session.models[0]
+        canonical = canonical_model_name(model)
+        if canonical is None:
+            raise ValueError(f"unknown model {model!r}; valid: {', '.join(MODEL_NAMES)}")
+        model = canonical
         reason = vitperf_session.skip_reason(name)
         if reason is not None:
             pytest.skip(reason)

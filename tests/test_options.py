@@ -23,6 +23,8 @@ BAD = [
     ("--vitperf-min-iterations=0", "'0' is not a whole number >= 1"),
     ("--vitperf-min-iterations=2.5", "'2.5' is not a whole number >= 1"),
     ("--vitperf-compile=fast", "'fast' is not one of: off, default, max-autotune"),
+    ("--vitperf-regression-threshold=lots", "'lots' is not a relative change such as 0.05 or 5%"),
+    ("--vitperf-regression-threshold=-1%", "'-1%' is not a relative change"),
 ]
 
 
@@ -44,6 +46,9 @@ INI_BAD = [
     ("vitperf_compile", "yes", "not one of: off, default"),
     ("vitperf_cuda_graph", "maybe", "not a boolean"),
     ("vitperf_gpu_bench", "perhaps", "not a boolean"),
+    ("vitperf_update_baselines", "sometimes", "not a boolean"),
+    ("vitperf_strict", "2", "not a boolean"),
+    ("vitperf_regression_threshold", "x", "not a relative change"),
 ]
 
 

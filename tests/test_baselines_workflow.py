@@ -1,0 +1,180 @@
+"""The baseline workflow end to end on the CPU: no baseline, update, rerun, a slowdown caught, accept."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_vitperf.baselines.store import Baseline, BaselineKey, JsonDirStorage
+
+ARGS = (
+    "--gpu-bench",
+    "--vitperf-warmup-ms=50",
+    "--vitperf-duration-ms=0",
+    "--vitperf-min-iterations=15",
+    "--vitperf-baseline-dir=bl",
+    "-p",
+    "no:cacheprovider",
+    "--benchmark-disable",
+)
+TEST = """
+import pytest
+
+@pytest.mark.gpu_bench
+def test_tiny(engine, bench):
+    bench(engine("fp32", 1, model="vit_tiny"))
+"""
+# Extra work in forward, switched on by an environment variable: the model runs REPEAT times per call.
+CONFTEST = """
+import os
+import torch
+
+class Repeat(torch.nn.Module):
+    def __init__(self, model, n):
+        super().__init__()
+        self.model, self.n = model, n
+        self.pretrained_cfg, self.patch_embed = model.pretrained_cfg, model.patch_embed
+
+    def forward(self, x):
+        for _ in range(self.n - 1):
+            self.model(x)
+        return self.model(x)
+
+def pytest_vitperf_model_built(config, name, model):
+    n = int(os.environ.get("REPEAT", "1"))
+    return Repeat(model, n) if n > 1 else None
+"""
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makepyfile(test_tiny=TEST)
+    pytester.makeconftest(CONFTEST)
+    return pytester
+
+
+def entries(pytester: pytest.Pytester) -> dict:
+    (f,) = (pytester.path / "bl").glob("torch/*/*/vit_tiny_patch16_224.json")
+    return json.loads(f.read_text())["entries"]
+
+
+def test_full_workflow(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    # 1. No baseline: reported, not failed.
+    r = project.runpytest(*ARGS)
+    r.assert_outcomes(passed=1)
+    r.stdout.fnmatch_lines(
+        ["*vitperf baselines*", "vit_tiny_patch16_224 * fp32 * 1 * - * missing", "*no baseline at *"]
+    )
+    assert not (project.path / "bl").exists()
+
+    # 2. Update: written, with raw samples and provenance; the summary says what changed.
+    r = project.runpytest(*ARGS, "--vitperf-update-baselines")
+    r.assert_outcomes(passed=1)
+    r.stdout.fnmatch_lines(["added */bl/torch/*/vit_tiny_patch16_224.json [[]fp32/b1[]] median * ms"])
+    e = entries(project)["fp32/b1"]
+    assert len(e["samples"]) == 15 and e["provenance"]["kind"] == "measured" and e["statistic"] == "median"
+    assert e["environment"]["torch"] and e["provenance"]["test"] == "test_tiny.py::test_tiny"
+
+    # 3. Rerun: compared, no regression.
+    r = project.runpytest(*ARGS)
+    r.assert_outcomes(passed=1)
+    r.stdout.fnmatch_lines(["vit_tiny_patch16_224 * fp32 * 1 * (median) * unchanged"])
+
+    # 4. Extra work in forward: caught, with the table and the command to accept.
+    monkeypatch.setenv("REPEAT", "3")
+    r = project.runpytest(*ARGS)
+    r.assert_outcomes(failed=1)
+    r.stdout.fnmatch_lines(
+        [
+            "*latency regression: vit_tiny_patch16_224 fp32 batch 1 on torch *(median, threshold 5%, Mann-Whitney U)",
+            "*baseline * current * Δ * p-value * verdict",
+            "* ms * ms * +* REGRESSION",
+            "*If the change is intended, accept it:",
+            "*pytest --gpu-bench 'test_tiny.py::test_tiny' --vitperf-update-baselines",
+        ]
+    )
+
+    # 5. Accept: refreshed, and the slow model is the new normal.
+    r = project.runpytest(*ARGS, "--vitperf-update-baselines")
+    r.assert_outcomes(passed=1)
+    r.stdout.fnmatch_lines(["refreshed */vit_tiny_patch16_224.json [[]fp32/b1[]] * ms (median) -> * ms (+*%)"])
+    project.runpytest(*ARGS).assert_outcomes(passed=1)
+
+
+def test_strict_fails_a_missing_baseline(project: pytest.Pytester) -> None:
+    r = project.runpytest(*ARGS, "--vitperf-strict")
+    r.assert_outcomes(failed=1)
+    r.stdout.fnmatch_lines(["*no baseline at * (--vitperf-strict)", "*Create it with:", "*--vitperf-update-baselines"])
+
+
+def test_per_test_threshold_marker(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    project.runpytest(*ARGS, "--vitperf-update-baselines").assert_outcomes(passed=1)
+    project.makepyfile(
+        test_tiny=TEST.replace("@pytest.mark.gpu_bench", "@pytest.mark.gpu_bench\n@pytest.mark.vitperf_threshold(50.0)")
+    )
+    monkeypatch.setenv("REPEAT", "3")
+    project.runpytest(*ARGS).assert_outcomes(passed=1)  # 3x slower, but the test allows 5000%
+    project.makepyfile(test_tiny=TEST)
+    project.runpytest(*ARGS, "--vitperf-regression-threshold=900%").assert_outcomes(passed=1)
+    project.runpytest(*ARGS).assert_outcomes(failed=1)
+
+
+def test_baselines_of_another_gpu_are_never_compared(project: pytest.Pytester) -> None:
+    from pytest_vitperf.env import version_of
+
+    key = BaselineKey("torch", version_of("torch") or "", "NVIDIA H100 80GB HBM3", "vit_tiny_patch16_224", "fp32", 1)
+    JsonDirStorage(project.path / "bl").put([Baseline(key, "median", 0.5, samples=(0.5, 0.5))])
+    r = project.runpytest(*ARGS)
+    r.assert_outcomes(passed=1)
+    r.stdout.fnmatch_lines(["* elsewhere", "*baselines exist only for NVIDIA H100 80GB HBM3; not compared with *"])
+
+
+def test_a_corrupt_baseline_file_fails_its_tests_and_is_kept(project: pytest.Pytester) -> None:
+    project.runpytest(*ARGS, "--vitperf-update-baselines").assert_outcomes(passed=1)
+    (f,) = (project.path / "bl").glob("torch/*/*/vit_tiny_patch16_224.json")
+    f.write_text(f.read_text()[:200])
+    project.makepyfile(
+        other="import pytest\n\n@pytest.mark.gpu_bench\ndef test_other(engine, bench):\n"
+        "    bench(engine('bf16', 1, model='vit_tiny'))\n"
+    )
+    project.makepyfile(test_tiny=TEST)
+    before = f.read_text()
+    r = project.runpytest(*ARGS, "--vitperf-update-baselines", "test_tiny.py")
+    r.assert_outcomes(failed=1)
+    r.stdout.fnmatch_lines(
+        ["*baseline file */vit_tiny_patch16_224.json: is not valid JSON*", "*Fix or remove that file*"]
+    )
+    assert f.read_text() == before
+
+
+def test_xdist_workers_merge_their_updates(project: pytest.Pytester) -> None:
+    pytest.importorskip("xdist")
+    project.makepyfile(
+        test_many="""
+        import pytest
+
+        @pytest.mark.gpu_bench
+        @pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
+        def test_p(engine, bench, precision):
+            bench(engine(precision, 1, model="vit_tiny"))
+        """
+    )
+    r = project.runpytest(*ARGS, "--vitperf-update-baselines", "-n", "2", "test_many.py")
+    r.assert_outcomes(passed=3)
+    assert sorted(entries(project)) == ["bf16/b1", "fp16/b1", "fp32/b1"]
+    r.stdout.fnmatch_lines_random(["added *[[]fp32/b1[]]*", "added *[[]bf16/b1[]]*", "added *[[]fp16/b1[]]*"])
+
+
+def test_seed_baselines_gate_a_user_on_that_gpu_from_the_first_run() -> None:
+    """The published RTX PRO 6000 numbers load as baselines keyed by that GPU and TensorRT version."""
+    from tests.conftest import REPO
+
+    store = JsonDirStorage(REPO / "baselines")
+    key = BaselineKey(
+        "tensorrt", "10.16.0", "NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "vit_base_patch16_224", "nvfp4", 64
+    )
+    b = store.get(key)
+    assert b is not None and b.value == 5.16 and b.statistic == "mean" and not b.has_samples
+    assert Path(store.path(key)).name == "vit_base_patch16_224.json"
