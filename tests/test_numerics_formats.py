@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
@@ -101,6 +101,7 @@ def test_monotonic(fmt: ElementFormat, data: st.DataObject) -> None:
 @given(data=st.data(), k=st.integers(-3, 3))
 def test_power_of_two_scale_invariance_in_the_normal_range(fmt: ElementFormat, data: st.DataObject, k: int) -> None:
     lo, hi = fmt.min_normal * 2.0 ** max(0, -k), fmt.max * 2.0 ** min(0, -k)
+    assume(lo <= hi)  # E2M1 has too few binades for |k| = 3
     mag = data.draw(hnp.arrays(np.float64, st.integers(1, 32), elements=st.floats(lo, hi)))
     y = mag * data.draw(st.sampled_from([1.0, -1.0]))
     np.testing.assert_array_equal(fmt.round(y * 2.0**k), fmt.round(y) * 2.0**k)
