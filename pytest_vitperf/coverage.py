@@ -1,0 +1,197 @@
+"""Quantization coverage of an ONNX graph: which share of the GEMM FLOPs runs in which precision.
+
+An "NVFP4" engine whose GEMMs are half FP16 cannot be much faster than FP16 (seed 000: 1.42x against a 2.68x
+ceiling). Coverage reads the exported graph the way TensorRT will: a MatMul, Gemm or Conv is quantized when
+each of its data inputs comes from a DequantizeLinear (standard or TensorRT's `trt` domain), looking through
+shape-only nodes; its precision is the quantized tensor's type (FLOAT8E4M3FN, FLOAT4E2M1, INT8) or the custom
+op's name (TRT_MXFP8..., TRT_FP4...). FLOPs come from shape inference: 2·M·K·N per matrix product, 2·output·
+(C_in/groups)·kH·kW per convolution.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_vitperf.attention import _SHAPE_OPS, _is_dq, _load_onnx
+
+GEMM_OPS = ("MatMul", "Gemm", "Conv")
+_NARROWEST_FIRST = ["nvfp4", "fp4", "mxfp8", "fp8", "fp8-e5m2", "int8", "quantized", "high"]
+_TYPE_PRECISION = {
+    "FLOAT8E4M3FN": "fp8",
+    "FLOAT8E5M2": "fp8-e5m2",
+    "FLOAT4E2M1": "fp4",
+    "INT8": "int8",
+    "UINT8": "int8",
+}
+
+
+@dataclass(frozen=True)
+class Layer:
+    name: str
+    op: str
+    flops: int
+    precision: str  # "fp8", "nvfp4", "mxfp8", "int8", "fp4", or "high" (not quantized)
+    attention: bool = False
+
+
+@dataclass
+class CoverageReport:
+    layers: list[Layer] = field(default_factory=list)
+
+    @property
+    def total_flops(self) -> int:
+        return sum(x.flops for x in self.layers)
+
+    def flops_by_precision(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for x in self.layers:
+            out[x.precision] = out.get(x.precision, 0) + x.flops
+        return out
+
+    @property
+    def fraction(self) -> float:
+        """Share of GEMM FLOPs with quantized inputs, any precision."""
+        total = self.total_flops
+        return sum(x.flops for x in self.layers if x.precision != "high") / total if total else 0.0
+
+    def fraction_at(self, precision: str) -> float:
+        total = self.total_flops
+        return self.flops_by_precision().get(precision, 0) / total if total else 0.0
+
+    @property
+    def attention_quantized(self) -> bool | None:
+        att = [x for x in self.layers if x.attention]
+        return None if not att else all(x.precision != "high" for x in att)
+
+    @property
+    def high_precision(self) -> list[Layer]:
+        return sorted((x for x in self.layers if x.precision == "high"), key=lambda x: -x.flops)
+
+    def summary(self) -> str:
+        parts = [f"{p} {f / self.total_flops:.1%}" for p, f in sorted(self.flops_by_precision().items())]
+        att = {None: "no attention found", True: "attention quantized", False: "attention in high precision"}
+        return f"GEMM FLOPs {self.total_flops / 1e9:.2f} G: " + ", ".join(parts) + f"; {att[self.attention_quantized]}"
+
+
+def quantization_coverage(target: Any) -> CoverageReport:
+    """Coverage of an `onnx.ModelProto` or ONNX file."""
+    import onnx
+
+    model = _load_onnx(Path(target)) if isinstance(target, (str, Path)) else target
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
+    except Exception:
+        inferred = model
+    g = inferred.graph
+    shapes: dict[str, list[int | None]] = {}
+    types: dict[str, int] = {}
+    for vi in [*g.input, *g.value_info, *g.output]:
+        t = vi.type.tensor_type
+        types[vi.name] = t.elem_type
+        if t.HasField("shape"):
+            shapes[vi.name] = [d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim]
+    for init in g.initializer:
+        shapes[init.name] = list(init.dims)
+        types[init.name] = init.data_type
+    producer = {o: n for n in g.node for o in n.output}
+    attention_mm = _attention_matmuls(g, producer)
+
+    def source(name: str) -> Any:
+        node = producer.get(name)
+        while node is not None and node.op_type in _SHAPE_OPS and node.input:
+            node = producer.get(node.input[0])
+        return node
+
+    def precision_of(dq: Any) -> str:
+        op = dq.op_type.upper()
+        if "MXFP8" in op:
+            return "mxfp8"
+        if "FP4" in op or "NVFP4" in op:
+            return "nvfp4"
+        q_in = dq.input[0]
+        elem = types.get(q_in)
+        if elem is None:  # the quantized tensor is an output of a Q node: read the Q's output type attribute
+            q = producer.get(q_in)
+            if q is not None and "FP4" in q.op_type.upper():
+                return "nvfp4"
+            if q is not None and "MXFP8" in q.op_type.upper():
+                return "mxfp8"
+            return "quantized"
+        name = onnx.TensorProto.DataType.Name(elem)
+        if name == "FLOAT4E2M1":
+            # FP4 weights double-dequantized through an FP8 block scale are NVFP4.
+            scale = source(dq.input[1]) if len(dq.input) > 1 else None
+            return "nvfp4" if scale is not None and _is_dq(scale.op_type) else "fp4"
+        return _TYPE_PRECISION.get(name, "quantized")
+
+    report = CoverageReport()
+    for n in g.node:
+        if n.op_type not in GEMM_OPS:
+            continue
+        data_inputs = list(n.input[:2])
+        srcs = [source(i) for i in data_inputs]
+        quantized = all(s is not None and _is_dq(s.op_type) for s in srcs)
+        precs = {precision_of(s) for s in srcs} if quantized else {"high"}
+        # A GEMM with FP4 weights and FP8 activations (W4A8) counts at the narrower weight precision.
+        precision = min(precs, key=_NARROWEST_FIRST.index)
+        report.layers.append(
+            Layer(n.name or n.output[0], n.op_type, _flops(n, shapes), precision, n.name in attention_mm)
+        )
+    return report
+
+
+def _attention_matmuls(g: Any, producer: dict[str, Any]) -> set[str]:
+    """Names of the MatMuls on either side of each Softmax (Q·Kᵀ and P·V)."""
+    out: set[str] = set()
+    consumers: dict[str, list[Any]] = {}
+    for n in g.node:
+        for i in n.input:
+            consumers.setdefault(i, []).append(n)
+    passthrough = _SHAPE_OPS | {"Mul", "Div", "Add", "Where", "QuantizeLinear", "DequantizeLinear"}
+    for sm in (n for n in g.node if n.op_type == "Softmax"):
+        node = producer.get(sm.input[0])
+        while node is not None and node.op_type in passthrough and node.input:
+            node = producer.get(node.input[0])
+        if node is not None and node.op_type == "MatMul":
+            out.add(node.name)
+        todo = list(consumers.get(sm.output[0], []))
+        while todo:
+            n = todo.pop()
+            if n.op_type == "MatMul":
+                out.add(n.name)
+            elif n.op_type in passthrough or "Quantize" in n.op_type:
+                for o in n.output:
+                    todo.extend(consumers.get(o, []))
+    return out
+
+
+def _flops(n: Any, shapes: dict[str, list[int | None]]) -> int:
+    def known(s: list[int | None] | None) -> list[int] | None:
+        return [int(d) for d in s] if s and all(d is not None for d in s) else None
+
+    a, b = known(shapes.get(n.input[0])), known(shapes.get(n.input[1]))
+    out = known(shapes.get(n.output[0]))
+    if n.op_type == "Conv":
+        if out is None or b is None:
+            return 0
+        per_output = 1
+        for d in b[1:]:
+            per_output *= d  # C_in/groups * kH * kW
+        count = 1
+        for d in out:
+            count *= d
+        return 2 * count * per_output
+    if n.op_type == "Gemm":
+        trans_a = next((x.i for x in n.attribute if x.name == "transA"), 0)
+        if a is None or out is None:
+            return 0
+        k = a[0] if trans_a else a[1]
+        return 2 * out[0] * out[1] * k
+    if a is None or out is None:  # MatMul
+        return 0
+    count = 1
+    for d in out:
+        count *= d
+    return 2 * count * a[-1]
