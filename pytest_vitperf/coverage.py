@@ -169,7 +169,9 @@ def _attention_matmuls(g: Any, producer: dict[str, Any]) -> set[str]:
 
 def _flops(n: Any, shapes: dict[str, list[int | None]]) -> int:
     def known(s: list[int | None] | None) -> list[int] | None:
-        return [int(d) for d in s] if s and all(d is not None for d in s) else None
+        if not s or any(d is None for d in s):
+            return None
+        return [int(d or 0) for d in s]
 
     a, b = known(shapes.get(n.input[0])), known(shapes.get(n.input[1]))
     out = known(shapes.get(n.output[0]))
