@@ -157,13 +157,13 @@ def read_file(path: Path) -> dict[str, Baseline]:
     return {name: _entry(path, name, raw, data) for name, raw in entries.items()}
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Replace `path` with `text` so that a crash at any point leaves the old file or the new one whole."""
+def write_atomic(path: Path, data: str | bytes) -> None:
+    """Replace `path` with `data` so that a crash at any point leaves the old file or the new one whole."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
             f.flush()
             os.fsync(f.fileno())
         # mkstemp makes the file private; keep the old file's mode, or an ordinary readable one.

@@ -1,0 +1,219 @@
+"""Precision recipes: what a precision quantizes and how it calibrates, built with Model Optimizer, and the
+ONNX export that carries the precision into a strongly typed TensorRT engine.
+
+| recipe | what |
+|---|---|
+| fp16, bf16 | the FP32 export cast by Model Optimizer's ONNX autocast (`convert_to_f16`), I/O kept FP32 |
+| fp8 | E4M3 per tensor on every Linear (FP8_DEFAULT_CFG); the exporter adds Q/DQ on softmax outputs |
+| fp8-attn | fp8 plus the LayerNorm-output quantizer Model Optimizer's ViT example adds for FP8 MHA fusion |
+| int8 | INT8_DEFAULT_CFG (per-channel weights, per-tensor activations) |
+| mxfp8 | MXFP8_DEFAULT_CFG, Conv2d in FP8 (TensorRT's dynamic block quantize takes 2D/3D inputs only) |
+| nvfp4 | NVFP4_DEFAULT_CFG on every Linear, Conv2d in FP8 |
+| nvfp4-mlp-only | NVFP4_MLP_ONLY_CFG: only the MLP Linears, the partial coverage of seed 000 |
+| fp16-sparse24 | 2:4 magnitude sparsity (`sparsify(mode="sparse_magnitude")`), then fp16 |
+| fp8-sparse24 | 2:4 magnitude sparsity, then fp8 |
+
+Calibration runs deterministic synthetic images (a fixed seed) unless the caller passes an iterable of
+batches. Model Optimizer's block quantizers (MXFP8, NVFP4) need CUDA for fake quantization and export: those
+recipes refuse to run on a CPU with a reason; `scripts/export_onnx.py` runs them on a GPU machine.
+Exports are cached by content hash (the model's weights, the recipe, the input shape, the opset).
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import hashlib
+import io
+import json
+import warnings
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_vitperf.backends.base import VitperfError
+
+if TYPE_CHECKING:
+    import onnx
+    import torch
+
+FP4_OPSET = 23  # FLOAT4E2M1 initializers need opset 23
+DEFAULT_OPSET = 20
+
+
+@dataclass(frozen=True)
+class Recipe:
+    name: str
+    precision: str  # the capability-matrix precision it produces
+    config: str | None  # Model Optimizer quantize config name, None for no quantization
+    conv_fp8: bool = False  # Conv2d quantized in FP8 instead of the recipe's format
+    mha_fp8: bool = False  # the LayerNorm-output quantizer for FP8 MHA fusion
+    sparse24: bool = False
+    cast: str | None = None  # "fp16"/"bf16": Model Optimizer ONNX autocast of the FP32 export
+    needs_cuda: bool = False
+
+    @property
+    def opset(self) -> int:
+        return FP4_OPSET if self.precision == "nvfp4" else DEFAULT_OPSET
+
+
+RECIPES: dict[str, Recipe] = {
+    r.name: r
+    for r in (
+        Recipe("fp16", "fp16", None, cast="fp16"),
+        Recipe("bf16", "bf16", None, cast="bf16"),
+        Recipe("fp8", "fp8", "FP8_DEFAULT_CFG"),
+        Recipe("fp8-attn", "fp8", "FP8_DEFAULT_CFG", mha_fp8=True),
+        Recipe("int8", "int8", "INT8_DEFAULT_CFG"),
+        Recipe("mxfp8", "mxfp8", "MXFP8_DEFAULT_CFG", conv_fp8=True, needs_cuda=True),
+        Recipe("nvfp4", "nvfp4", "NVFP4_DEFAULT_CFG", conv_fp8=True, needs_cuda=True),
+        Recipe("nvfp4-mlp-only", "nvfp4", "NVFP4_MLP_ONLY_CFG", conv_fp8=True, needs_cuda=True),
+        Recipe("fp16-sparse24", "fp16-sparse24", None, sparse24=True, cast="fp16"),
+        Recipe("fp8-sparse24", "fp8", "FP8_DEFAULT_CFG", sparse24=True),
+    )
+}
+
+_FP8 = {"num_bits": (4, 3), "axis": None}
+_CONV_FP8 = [
+    {"parent_class": "nn.Conv2d", "quantizer_name": "*weight_quantizer", "cfg": dict(_FP8)},
+    {"parent_class": "nn.Conv2d", "quantizer_name": "*input_quantizer", "cfg": dict(_FP8)},
+]
+_MHA_FP8 = [
+    {"parent_class": "nn.LayerNorm", "quantizer_name": "*output_quantizer", "cfg": dict(_FP8)},
+    {"parent_class": "nn.LayerNorm", "quantizer_name": "*input_quantizer", "enable": False},
+]
+
+
+def get_recipe(name: str) -> Recipe:
+    try:
+        return RECIPES[name]
+    except KeyError:
+        raise ValueError(f"unknown recipe {name!r}; valid: {', '.join(RECIPES)}") from None
+
+
+def synthetic_calibration(shape: tuple[int, ...], batches: int = 4, seed: int = 0) -> list[torch.Tensor]:
+    """Deterministic calibration images: standard normal, like normalised ImageNet inputs."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    return [torch.randn(*shape, generator=gen) for _ in range(batches)]
+
+
+def quant_config(recipe: Recipe) -> dict[str, Any]:
+    import modelopt.torch.quantization as mtq
+
+    assert recipe.config is not None
+    cfg = copy.deepcopy(getattr(mtq, recipe.config))
+    if recipe.conv_fp8:
+        cfg["quant_cfg"] = [*cfg["quant_cfg"], *_CONV_FP8]
+        cfg["algorithm"] = "max"
+    if recipe.mha_fp8:
+        cfg["quant_cfg"] = [*cfg["quant_cfg"], *_MHA_FP8]
+    return cfg
+
+
+def apply(recipe: Recipe, model: torch.nn.Module, calibration: Iterable[torch.Tensor] | None = None) -> torch.nn.Module:
+    """The recipe applied to `model` (changed in place and returned): sparsified and/or fake-quantized."""
+    import torch
+
+    if recipe.needs_cuda and not torch.cuda.is_available():
+        raise VitperfError(
+            f"recipe {recipe.name} needs CUDA: Model Optimizer's {recipe.config} fake quantization runs on a GPU "
+            "only. Export it on a GPU machine with: python scripts/export_onnx.py --recipe " + recipe.name
+        )
+    if recipe.sparse24:
+        import modelopt.torch.sparsity as mts
+
+        model = mts.sparsify(model, mode="sparse_magnitude")
+    if recipe.config is not None:
+        import modelopt.torch.quantization as mtq
+
+        from pytest_vitperf.models import input_size
+
+        device = next(model.parameters()).device
+        batches = list(calibration) if calibration is not None else synthetic_calibration((2, *input_size(model)))
+
+        def forward_loop(m: torch.nn.Module) -> None:
+            with torch.no_grad():
+                for b in batches:
+                    m(b.to(device))
+
+        model = mtq.quantize(model, quant_config(recipe), forward_loop)
+    return model.eval()
+
+
+def export(recipe: Recipe, model: torch.nn.Module, example: torch.Tensor) -> onnx.ModelProto:
+    """ONNX of a model the recipe was applied to, at the recipe's opset."""
+    import onnx
+
+    if recipe.config is not None:
+        from modelopt.torch._deploy.utils import get_onnx_bytes_and_metadata
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            raw, _ = get_onnx_bytes_and_metadata(model, example, weights_dtype="fp16", onnx_opset=recipe.opset)
+        files = json.loads(raw)["onnx_model"]
+        if len(files) != 1:
+            raise VitperfError(f"expected one ONNX file from Model Optimizer's export, got {sorted(files)}")
+        return onnx.load_from_string(base64.b64decode(next(iter(files.values()))))
+    f = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import torch
+
+        torch.onnx.export(model, (example,), f, dynamo=False, opset_version=17)
+    proto = onnx.load_from_string(f.getvalue())
+    if recipe.cast is not None:
+        from modelopt.onnx.autocast.convert import convert_to_f16
+
+        proto = convert_to_f16(proto, low_precision_type=recipe.cast, keep_io_types=True)
+    return proto
+
+
+def content_hash(recipe: Recipe, model: torch.nn.Module, example_shape: tuple[int, ...]) -> str:
+    """Hash of what determines an export: weights, recipe, input shape, opset."""
+    h = hashlib.sha256(json.dumps([recipe.name, recipe.opset, list(example_shape)]).encode())
+    for name, t in sorted(model.state_dict().items()):
+        h.update(name.encode())
+        h.update(t.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()[:24]
+
+
+def export_onnx(
+    recipe_name: str,
+    model: torch.nn.Module,
+    batch: int,
+    *,
+    cache_dir: Path | None = None,
+    calibration: Iterable[torch.Tensor] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> bytes:
+    """Apply the recipe and export, or return the cached export of the same weights, recipe and shape."""
+    import torch
+
+    from pytest_vitperf.models import input_size
+
+    recipe = get_recipe(recipe_name)
+    shape = (batch, *input_size(model))
+    key = content_hash(recipe, model, shape)
+    path = cache_dir / "onnx" / f"{recipe.name}-{key}.onnx" if cache_dir is not None else None
+    if path is not None and path.exists():
+        data = path.read_bytes()
+        try:
+            import onnx
+
+            onnx.load_from_string(data)
+            return data
+        except Exception:  # a truncated file from an interrupted run: export again
+            pass
+    quantized = apply(recipe, copy.deepcopy(model), calibration)
+    example = torch.randn(*shape, generator=torch.Generator().manual_seed(1), device=next(model.parameters()).device)
+    data = export(recipe, quantized, example).SerializeToString()
+    if path is not None:
+        from pytest_vitperf.baselines.store import write_atomic
+
+        write_atomic(path, data)
+    if progress is not None:
+        progress(f"exported {recipe.name} ONNX ({len(data) / 1e6:.1f} MB)")
+    return data
