@@ -162,7 +162,7 @@ def export(recipe: Recipe, model: torch.nn.Module, example: torch.Tensor) -> onn
         warnings.simplefilter("ignore")
         import torch
 
-        torch.onnx.export(model, (example,), f, dynamo=False, opset_version=17)
+        torch.onnx.export(model, (example,), f, dynamo=False, opset_version=17)  # type: ignore[arg-type]
     proto = onnx.load_from_string(f.getvalue())
     if recipe.cast is not None:
         from modelopt.onnx.autocast.convert import convert_to_f16
