@@ -3,6 +3,7 @@ ONNX export that carries the precision into a strongly typed TensorRT engine.
 
 | recipe | what |
 |---|---|
+| fp32 | the plain export |
 | fp16, bf16 | the FP32 export cast by Model Optimizer's ONNX autocast (`convert_to_f16`), I/O kept FP32 |
 | fp8 | E4M3 per tensor on every Linear (FP8_DEFAULT_CFG); the exporter adds Q/DQ on softmax outputs |
 | fp8-attn | fp8 plus the LayerNorm-output quantizer Model Optimizer's ViT example adds for FP8 MHA fusion |
@@ -61,6 +62,7 @@ class Recipe:
 RECIPES: dict[str, Recipe] = {
     r.name: r
     for r in (
+        Recipe("fp32", "fp32", None),
         Recipe("fp16", "fp16", None, cast="fp16"),
         Recipe("bf16", "bf16", None, cast="bf16"),
         Recipe("fp8", "fp8", "FP8_DEFAULT_CFG"),

@@ -60,6 +60,39 @@ class TorchCudaEventClock:
         return [s.elapsed_time(e) for s, e in zip(starts, ends, strict=False)]
 
 
+def check_cuda(result: Any) -> Any:
+    """cuda-python calls return (error, *values); raise on an error, return the values."""
+    err, *values = result if isinstance(result, tuple) else (result,)
+    if int(err) != 0:
+        raise RuntimeError(f"CUDA call failed: {err}")
+    return values[0] if len(values) == 1 else values
+
+
+class CudaPythonEventClock:
+    """CUDA events from cuda-python on the engine's stream."""
+
+    name = "cuda-event"
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+
+    def time(self, launch: Any, n: int) -> list[float]:
+        from cuda.bindings import runtime as rt
+
+        starts = [check_cuda(rt.cudaEventCreate()) for _ in range(n)]
+        ends = [check_cuda(rt.cudaEventCreate()) for _ in range(n)]
+        try:
+            for s, e in zip(starts, ends, strict=True):
+                check_cuda(rt.cudaEventRecord(s, self.stream))
+                launch()
+                check_cuda(rt.cudaEventRecord(e, self.stream))
+            check_cuda(rt.cudaEventSynchronize(ends[-1]))
+            return [float(check_cuda(rt.cudaEventElapsedTime(s, e))) for s, e in zip(starts, ends, strict=True)]
+        finally:
+            for ev in (*starts, *ends):
+                rt.cudaEventDestroy(ev)
+
+
 CHUNK_MS = 50.0  # queue about this much GPU work between synchronisations
 MAX_CHUNK = 256
 

@@ -1,19 +1,124 @@
-"""TensorRT backends (tensorrt for data-centre GPUs, tensorrt_rtx for RTX GPUs).
+"""TensorRT backends: `tensorrt` (data-centre and workstation GPUs) and `tensorrt_rtx` (RTX GPUs).
 
-Engine building through Model Optimizer ONNX exports is not in this version; the backends exist so
-that selection, skip reasons and the capability matrix already name them.
+Both follow one path: the precision recipe quantizes the timm model with Model Optimizer and exports ONNX; a
+strongly typed network is built from it (engine.py, cached on disk); the runner keeps device buffers, a
+non-default stream and CUDA events through cuda-python, and replays a CUDA graph captured around
+`execute_async_v3`. TensorRT-RTX builds ahead of time for an explicit compute capability, so its engines can
+be built on a machine without a GPU; running them needs one of the GPUs it supports.
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
+import json
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pytest_vitperf.backends.base import VitperfError
 from pytest_vitperf.env import version_of
+from pytest_vitperf.timing import Clock, CudaPythonEventClock, check_cuda
 
 if TYPE_CHECKING:
+    import torch
+
     from pytest_vitperf.env import Device
+    from pytest_vitperf.options import Settings
+
+# Precision -> recipe used to build its engine.
+RECIPE_FOR = {
+    "fp32": "fp32",
+    "fp16": "fp16",
+    "bf16": "bf16",
+    "int8": "int8",
+    "fp8": "fp8",
+    "mxfp8": "mxfp8",
+    "nvfp4": "nvfp4",
+    "fp16-sparse24": "fp16-sparse24",
+}
+
+
+@dataclass
+class TrtEngine:
+    backend: str
+    model_name: str
+    precision: str
+    batch: int
+    trt: Any
+    plan: bytes
+    cuda_graph: bool
+    info: dict[str, Any] = field(default_factory=dict)
+    clock: Clock = field(init=False)
+
+    def __post_init__(self) -> None:
+        from cuda.bindings import runtime as rt
+
+        self._runtime = self.trt.Runtime(self.trt.Logger(self.trt.Logger.WARNING))
+        self._engine = self._runtime.deserialize_cuda_engine(self.plan)
+        if self._engine is None:
+            raise VitperfError(f"{self.backend} could not deserialize the engine; the build log says why")
+        self._context = self._engine.create_execution_context()
+        self.stream = check_cuda(rt.cudaStreamCreateWithFlags(rt.cudaStreamNonBlocking))
+        self.clock = CudaPythonEventClock(self.stream)
+        self._buffers: dict[str, tuple[int, int, Any, tuple[int, ...]]] = {}
+        import numpy as np
+
+        rng = np.random.default_rng(1234)
+        for i in range(self._engine.num_io_tensors):
+            name = self._engine.get_tensor_name(i)
+            shape = tuple(self._context.get_tensor_shape(name))
+            dtype = np.dtype(self.trt.nptype(self._engine.get_tensor_dtype(name)))
+            nbytes = int(np.prod(shape)) * dtype.itemsize
+            ptr = check_cuda(rt.cudaMalloc(nbytes))
+            self._context.set_tensor_address(name, ptr)
+            self._buffers[name] = (ptr, nbytes, dtype, shape)
+            if self._engine.get_tensor_mode(name) == self.trt.TensorIOMode.INPUT:
+                host = rng.standard_normal(shape).astype(dtype)  # inputs stay resident: no transfers timed
+                check_cuda(rt.cudaMemcpy(ptr, host.ctypes.data, nbytes, rt.cudaMemcpyKind.cudaMemcpyHostToDevice))
+        self._graph_exec = None
+        self._context.execute_async_v3(self.stream)  # first run outside capture: lazy allocations
+        check_cuda(rt.cudaStreamSynchronize(self.stream))
+        if self.cuda_graph:
+            mode = rt.cudaStreamCaptureMode.cudaStreamCaptureModeThreadLocal
+            check_cuda(rt.cudaStreamBeginCapture(self.stream, mode))
+            self._context.execute_async_v3(self.stream)
+            graph = check_cuda(rt.cudaStreamEndCapture(self.stream))
+            self._graph_exec = check_cuda(rt.cudaGraphInstantiate(graph, 0))
+        self.info["mode"] = "cuda-graph" if self._graph_exec is not None else "enqueue"
+
+    def launch(self) -> None:
+        from cuda.bindings import runtime as rt
+
+        if self._graph_exec is not None:
+            check_cuda(rt.cudaGraphLaunch(self._graph_exec, self.stream))
+        else:
+            self._context.execute_async_v3(self.stream)
+
+    def output(self) -> torch.Tensor:
+        import numpy as np
+        import torch
+        from cuda.bindings import runtime as rt
+
+        self.launch()
+        check_cuda(rt.cudaStreamSynchronize(self.stream))
+        name = next(n for n in self._buffers if self._engine.get_tensor_mode(n) == self.trt.TensorIOMode.OUTPUT)
+        ptr, nbytes, dtype, shape = self._buffers[name]
+        host = np.empty(shape, dtype=dtype)
+        check_cuda(rt.cudaMemcpy(host.ctypes.data, ptr, nbytes, rt.cudaMemcpyKind.cudaMemcpyDeviceToHost))
+        return torch.from_numpy(host.astype(np.float32))
+
+    def describe(self) -> dict[str, Any]:
+        return {**self.info, **self.layer_info_summary()}
+
+    def layer_info_summary(self) -> dict[str, Any]:
+        """Per-layer precisions and tactics from the engine inspector (needs DETAILED profiling)."""
+        try:
+            inspector = self._engine.create_engine_inspector()
+            text = inspector.get_engine_information(self.trt.LayerInformationFormat.JSON)
+            layers = json.loads(text).get("Layers", [])
+        except Exception:  # older engines or runtimes without the inspector
+            return {}
+        return {"layers": len(layers)}
 
 
 class _TensorRTFamily:
@@ -34,10 +139,41 @@ class _TensorRTFamily:
         if self.runs_on is not None and device.sm not in self.runs_on:
             sms = ", ".join(f"sm_{s}" for s in sorted(self.runs_on))
             return f"{self.name} does not run on {device.name} (sm_{device.sm}); it runs on {sms}"
-        return f"the {self.name} backend cannot build engines in this version of pytest-vitperf"
+        return None
 
-    def prepare(self, model: Any, **kwargs: Any) -> Any:
-        raise VitperfError(f"the {self.name} backend cannot build engines in this version of pytest-vitperf")
+    def target(self, device: Device) -> str:
+        return "native"
+
+    def prepare(
+        self,
+        model: torch.nn.Module,
+        *,
+        model_name: str,
+        precision: str,
+        batch: int,
+        device: Device,
+        settings: Settings,
+    ) -> TrtEngine:
+        from pytest_vitperf.engine import BuildOptions, EngineCache, build_engine
+        from pytest_vitperf.recipes import export_onnx
+
+        recipe = RECIPE_FOR.get(precision)
+        if recipe is None:
+            raise VitperfError(f"the {self.name} backend builds {', '.join(RECIPE_FOR)}, not {precision}")
+        trt = importlib.import_module(self.module)
+        cache = settings.cache_dir
+        onnx = export_onnx(recipe, model.to(device.torch_device), batch, cache_dir=cache)
+        options = BuildOptions(target=self.target(device), sparse_weights=precision.endswith("sparse24"))
+        result = build_engine(
+            trt,
+            self.name,
+            self.version() or "?",
+            onnx,
+            options,
+            cache=EngineCache(cache / "engines") if cache is not None else None,
+        )
+        info = {"backend": self.name, "recipe": recipe, "engine_bytes": result.size_bytes, "cache": result.cache}
+        return TrtEngine(self.name, model_name, precision, batch, trt, result.plan, settings.cuda_graph, info)
 
 
 class TensorRTBackend(_TensorRTFamily):
@@ -54,3 +190,6 @@ class TensorRTRTXBackend(_TensorRTFamily):
     install_hint = 'pip install "pytest-vitperf[rtx]"'
     # TensorRT-RTX targets RTX-class GPUs: Turing, Ampere, Ada and consumer/workstation Blackwell.
     runs_on = frozenset({75, 80, 86, 89, 120, 121})
+
+    def target(self, device: Device) -> str:
+        return f"SM{device.sm}" if device.sm is not None else "SM120"
