@@ -210,7 +210,7 @@ def export_onnx(
         except Exception:  # a truncated file from an interrupted run: export again
             pass
     quantized = apply(recipe, copy.deepcopy(model), calibration)
-    example = torch.randn(*shape, generator=torch.Generator().manual_seed(1), device=next(model.parameters()).device)
+    example = torch.randn(*shape, generator=torch.Generator().manual_seed(1)).to(next(model.parameters()).device)
     data = export(recipe, quantized, example).SerializeToString()
     if path is not None:
         from pytest_vitperf.baselines.store import write_atomic
