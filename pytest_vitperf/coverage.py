@@ -80,21 +80,9 @@ def quantization_coverage(target: Any) -> CoverageReport:
     import onnx
 
     model = _load_onnx(Path(target)) if isinstance(target, (str, Path)) else target
-    try:
-        inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
-    except Exception:
-        inferred = model
-    g = inferred.graph
-    shapes: dict[str, list[int | None]] = {}
-    types: dict[str, int] = {}
-    for vi in [*g.input, *g.value_info, *g.output]:
-        t = vi.type.tensor_type
-        types[vi.name] = t.elem_type
-        if t.HasField("shape"):
-            shapes[vi.name] = [d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim]
-    for init in g.initializer:
-        shapes[init.name] = list(init.dims)
-        types[init.name] = init.data_type
+    g = model.graph
+    shapes = _infer_shapes(model)
+    types: dict[str, int] = {init.name: init.data_type for init in g.initializer}
     producer = {o: n for n in g.node for o in n.output}
     attention_mm = _attention_matmuls(g, producer)
 
@@ -112,12 +100,14 @@ def quantization_coverage(target: Any) -> CoverageReport:
             return "nvfp4"
         q_in = dq.input[0]
         elem = types.get(q_in)
-        if elem is None:  # the quantized tensor is an output of a Q node: read the Q's output type attribute
+        if elem is None:  # the quantized tensor comes from a Q node: its name says the format
             q = producer.get(q_in)
             if q is not None and "FP4" in q.op_type.upper():
                 return "nvfp4"
             if q is not None and "MXFP8" in q.op_type.upper():
                 return "mxfp8"
+            if q is not None and q.op_type == "QuantizeLinear":
+                return _q_output_precision(q, types)
             return "quantized"
         name = onnx.TensorProto.DataType.Name(elem)
         if name == "FLOAT4E2M1":
@@ -140,6 +130,50 @@ def quantization_coverage(target: Any) -> CoverageReport:
             Layer(n.name or n.output[0], n.op_type, _flops(n, shapes), precision, n.name in attention_mm)
         )
     return report
+
+
+def _q_output_precision(q: Any, types: dict[str, int]) -> str:
+    """Precision of a standard QuantizeLinear: its zero point's type, else its output_dtype attribute."""
+    import onnx
+
+    elem = types.get(q.input[2]) if len(q.input) > 2 else None
+    if elem is None:
+        elem = next((a.i for a in q.attribute if a.name == "output_dtype"), None) or onnx.TensorProto.UINT8
+    return _TYPE_PRECISION.get(onnx.TensorProto.DataType.Name(elem), "quantized")
+
+
+def _infer_shapes(model: Any) -> dict[str, list[int | None]]:
+    """Static shapes of every value. TensorRT's custom ops (domain `trt`) stop ONNX shape inference, so it
+    runs on a copy where each of them keeps the shape of the tensor it quantizes, which is all that FLOP
+    counting needs: a dequantize becomes a Cast to FP16 (so its FP8/FP4 input type does not trip the type
+    checks downstream), anything else an Identity of its first input."""
+    import onnx
+
+    shadow = onnx.ModelProto()
+    shadow.CopyFrom(model)
+    nodes = []
+    for n in shadow.graph.node:
+        if n.domain not in ("", "ai.onnx"):
+            if _is_dq(n.op_type):
+                n = onnx.helper.make_node("Cast", [n.input[0]], [n.output[0]], name=n.name, to=onnx.TensorProto.FLOAT16)
+            else:
+                n = onnx.helper.make_node("Identity", [n.input[0]], [n.output[0]], name=n.name)
+        nodes.append(n)
+    del shadow.graph.node[:]
+    shadow.graph.node.extend(nodes)
+    try:
+        shadow = onnx.shape_inference.infer_shapes(shadow, data_prop=True)
+    except Exception:
+        pass  # read whatever shapes the graph already declares
+    g = shadow.graph
+    shapes: dict[str, list[int | None]] = {}
+    for vi in [*g.input, *g.value_info, *g.output]:
+        t = vi.type.tensor_type
+        if t.HasField("shape"):
+            shapes[vi.name] = [d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim]
+    for init in g.initializer:
+        shapes[init.name] = list(init.dims)
+    return shapes
 
 
 def _attention_matmuls(g: Any, producer: dict[str, Any]) -> set[str]:
