@@ -172,7 +172,20 @@ class _TensorRTFamily:
             options,
             cache=EngineCache(cache / "engines") if cache is not None else None,
         )
-        info = {"backend": self.name, "recipe": recipe, "engine_bytes": result.size_bytes, "cache": result.cache}
+        import onnx as onnx_lib
+
+        from pytest_vitperf.coverage import quantization_coverage
+
+        coverage = quantization_coverage(onnx_lib.load_from_string(onnx))
+        info = {
+            "backend": self.name,
+            "recipe": recipe,
+            "engine_bytes": result.size_bytes,
+            "cache": result.cache,
+            "build_s": round(result.seconds, 1),
+            "coverage": coverage.summary(),
+            "quantized_gemm_flops": round(coverage.fraction, 4),
+        }
         return TrtEngine(self.name, model_name, precision, batch, trt, result.plan, settings.cuda_graph, info)
 
 
