@@ -10,6 +10,7 @@ op's name (TRT_MXFP8..., TRT_FP4...). FLOPs come from shape inference: 2·M·K·
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -161,10 +162,8 @@ def _infer_shapes(model: Any) -> dict[str, list[int | None]]:
         nodes.append(n)
     del shadow.graph.node[:]
     shadow.graph.node.extend(nodes)
-    try:
+    with contextlib.suppress(Exception):  # if inference fails, read whatever shapes the graph declares
         shadow = onnx.shape_inference.infer_shapes(shadow, data_prop=True)
-    except Exception:
-        pass  # read whatever shapes the graph already declares
     g = shadow.graph
     shapes: dict[str, list[int | None]] = {}
     for vi in [*g.input, *g.value_info, *g.output]:
