@@ -160,7 +160,11 @@ def test_threshold_monotonicity(a: list[float], b: list[float], t1: float, t2: f
 
 
 def test_twenty_reruns_against_their_own_baseline_give_no_regression() -> None:
-    """Real measurements of one engine: the first is the baseline, twenty more are judged against it."""
+    """One real measurement dealt round-robin into 21 runs of 12 samples: the first is the baseline, twenty
+    are judged against it. Dealing the samples out removes the machine's drift, so the runs are draws from one
+    distribution, which is the case the gate must never flag. (Consecutive runs on the 2-core CI machine drift
+    far more than 5%: 23.6 -> 37.9 ms within seconds was seen, so CPU baselines are not compared across runs
+    there; docs/benchmarks.md.)"""
     from pytest_vitperf.backends.torch import TorchBackend
     from pytest_vitperf.env import Device
     from pytest_vitperf.models import build_model
@@ -175,7 +179,8 @@ def test_twenty_reruns_against_their_own_baseline_give_no_regression() -> None:
         device=Device("cpu"),
         settings=Settings(),
     )
-    runs = [sample(engine.launch, engine.clock, warmup_ms=50, duration_ms=250, min_iterations=15) for _ in range(21)]
+    samples = sample(engine.launch, engine.clock, warmup_ms=100, duration_ms=0, min_iterations=21 * 12)
+    runs = [samples[i::21] for i in range(21)]
     base = runs[0]
     verdicts = [
         compare(float(np.median(base)), float(np.median(r)), baseline_samples=base, current_samples=r).verdict

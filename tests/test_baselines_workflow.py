@@ -15,6 +15,8 @@ ARGS = (
     "--vitperf-duration-ms=0",
     "--vitperf-min-iterations=15",
     "--vitperf-baseline-dir=bl",
+    # The 2-core CI machine drifts by tens of percent between runs; the injected slowdown is 5x.
+    "--vitperf-regression-threshold=100%",
     "-p",
     "no:cacheprovider",
     "--benchmark-disable",
@@ -83,12 +85,12 @@ def test_full_workflow(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
     r.stdout.fnmatch_lines(["vit_tiny_patch16_224 * fp32 * 1 * (median) * unchanged"])
 
     # 4. Extra work in forward: caught, with the table and the command to accept.
-    monkeypatch.setenv("REPEAT", "3")
+    monkeypatch.setenv("REPEAT", "5")
     r = project.runpytest(*ARGS)
     r.assert_outcomes(failed=1)
     r.stdout.fnmatch_lines(
         [
-            "*latency regression: vit_tiny_patch16_224 fp32 batch 1 on torch *(median, threshold 5%, Mann-Whitney U)",
+            "*latency regression: vit_tiny_patch16_224 fp32 batch 1 on torch *(median, threshold 100%, Mann-Whitney U)",
             "*baseline * current * Δ * p-value * verdict",
             "* ms * ms * +* REGRESSION",
             "*If the change is intended, accept it:",
@@ -114,11 +116,11 @@ def test_per_test_threshold_marker(project: pytest.Pytester, monkeypatch: pytest
     project.makepyfile(
         test_tiny=TEST.replace("@pytest.mark.gpu_bench", "@pytest.mark.gpu_bench\n@pytest.mark.vitperf_threshold(50.0)")
     )
-    monkeypatch.setenv("REPEAT", "3")
-    project.runpytest(*ARGS).assert_outcomes(passed=1)  # 3x slower, but the test allows 5000%
+    monkeypatch.setenv("REPEAT", "5")
+    project.runpytest(*ARGS).assert_outcomes(passed=1)  # 5x slower, but the test allows 5000%
     project.makepyfile(test_tiny=TEST)
     project.runpytest(*ARGS, "--vitperf-regression-threshold=900%").assert_outcomes(passed=1)
-    project.runpytest(*ARGS).assert_outcomes(failed=1)
+    project.runpytest(*ARGS).assert_outcomes(failed=1)  # the global 100% applies again
 
 
 def test_baselines_of_another_gpu_are_never_compared(project: pytest.Pytester) -> None:
