@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_vitperf.onnx_graph import SHAPE_OPS, consumers, infer_shapes, is_dq, is_q, load, producers
 from pytest_vitperf.precision import get_precision
 
 if TYPE_CHECKING:
@@ -280,7 +281,7 @@ def read_shape(target: Any) -> AttentionShape:
     if isinstance(target, Mapping):
         return ViTConfig(**target).shape()
     if isinstance(target, (str, Path)):
-        return onnx_shape(_load_onnx(Path(target)))
+        return onnx_shape(load(Path(target)))
     mod = type(target).__module__
     if mod.startswith("onnx"):
         return onnx_shape(target)
@@ -358,51 +359,16 @@ def module_shape(model: torch.nn.Module) -> AttentionShape:
 
 
 # -- ONNX graphs ------------------------------------------------------------------------------------
-_SHAPE_OPS = {"Transpose", "Reshape", "Squeeze", "Unsqueeze", "Cast", "Identity", "Flatten"}
 _SCALE_OPS = {"Mul", "Div", "Add", "Where", "Cast"}
-
-
-def _is_dq(op: str) -> bool:
-    return op.endswith("DequantizeLinear")
-
-
-def _is_q(op: str) -> bool:
-    return "Quantize" in op and not _is_dq(op)
-
-
-def _load_onnx(path: Path) -> onnx.ModelProto:
-    import onnx
-
-    if not path.is_file():
-        raise ValueError(f"ONNX file {path} does not exist")
-    try:
-        return onnx.load(str(path), load_external_data=False)
-    except Exception as exc:  # protobuf raises DecodeError, older onnx raises others
-        raise ValueError(f"ONNX file {path} does not load: {type(exc).__name__}: {exc}") from None
 
 
 def onnx_shape(model: onnx.ModelProto) -> AttentionShape:
     """Find attention by pattern (MatMul -> Softmax -> MatMul, or an ONNX Attention node) and read ranks
     and sizes with shape inference."""
-    import onnx
-
-    try:
-        inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
-    except Exception:
-        inferred = model  # ops from custom domains (TensorRT's) can stop inference; read what is there
-    g = inferred.graph
-    shapes: dict[str, list[int | None]] = {}
-    for vi in [*g.input, *g.value_info, *g.output]:
-        t = vi.type.tensor_type
-        if t.HasField("shape"):
-            shapes[vi.name] = [d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim]
-    for init in g.initializer:
-        shapes[init.name] = list(init.dims)
-    producer = {o: n for n in g.node for o in n.output}
-    consumers: dict[str, list[Any]] = {}
-    for n in g.node:
-        for i in n.input:
-            consumers.setdefault(i, []).append(n)
+    g = model.graph
+    shapes = infer_shapes(model)
+    producer = producers(g)
+    users = consumers(g)
 
     image = patch = None
     patches = None
@@ -432,27 +398,27 @@ def onnx_shape(model: onnx.ModelProto) -> AttentionShape:
 
     def downstream(name: str, skip: Any) -> list[Any]:
         """Consumers of `name`, looking through nodes for which skip(op_type) holds."""
-        out, todo = [], list(consumers.get(name, []))
+        out, todo = [], list(users.get(name, []))
         while todo:
             n = todo.pop()
             if skip(n.op_type):
                 for o in n.output:
-                    todo.extend(consumers.get(o, []))
+                    todo.extend(users.get(o, []))
             else:
                 out.append(n)
         return out
 
     def dq_fed(name: str) -> bool:
-        node = upstream(name, _SHAPE_OPS)
-        return node is not None and _is_dq(node.op_type)
+        node = upstream(name, SHAPE_OPS)
+        return node is not None and is_dq(node.op_type)
 
     blocks = []
     for sm in (n for n in g.node if n.op_type == "Softmax"):
-        mm1 = upstream(sm.input[0], _SCALE_OPS | _SHAPE_OPS)
+        mm1 = upstream(sm.input[0], _SCALE_OPS | SHAPE_OPS)
         if mm1 is None or mm1.op_type != "MatMul":
             continue
-        q_after = [n for n in downstream(sm.output[0], lambda op: op in {"Cast", "Identity"}) if _is_q(n.op_type)]
-        through_qdq = downstream(sm.output[0], lambda op: op in _SHAPE_OPS or _is_q(op) or _is_dq(op))
+        q_after = [n for n in downstream(sm.output[0], lambda op: op in {"Cast", "Identity"}) if is_q(n.op_type)]
+        through_qdq = downstream(sm.output[0], lambda op: op in SHAPE_OPS or is_q(op) or is_dq(op))
         mm2 = next((n for n in through_qdq if n.op_type == "MatMul"), None)
         q = shapes.get(mm1.input[0])
         s = shapes.get(sm.input[0])
@@ -473,5 +439,5 @@ def onnx_shape(model: onnx.ModelProto) -> AttentionShape:
             f"no attention found in ONNX graph {g.name or '(unnamed)'}: no MatMul -> Softmax -> MatMul pattern "
             "and no Attention node"
         )
-    quantized_graph = any(_is_q(n.op_type) or _is_dq(n.op_type) for n in g.node)
+    quantized_graph = any(is_q(n.op_type) or is_dq(n.op_type) for n in g.node)
     return AttentionShape(g.name or "onnx", image, patch, patches, tuple(blocks), quantized_graph)

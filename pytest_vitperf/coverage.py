@@ -10,12 +10,11 @@ op's name (TRT_MXFP8..., TRT_FP4...). FLOPs come from shape inference: 2·M·K·
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_vitperf.attention import _SHAPE_OPS, _is_dq, _load_onnx
+from pytest_vitperf.onnx_graph import SHAPE_OPS, consumers, infer_shapes, is_dq, load, producers
 
 GEMM_OPS = ("MatMul", "Gemm", "Conv")
 _NARROWEST_FIRST = ["nvfp4", "fp4", "mxfp8", "fp8", "fp8-e5m2", "int8", "quantized", "high"]
@@ -80,16 +79,16 @@ def quantization_coverage(target: Any) -> CoverageReport:
     """Coverage of an `onnx.ModelProto` or ONNX file."""
     import onnx
 
-    model = _load_onnx(Path(target)) if isinstance(target, (str, Path)) else target
+    model = load(Path(target)) if isinstance(target, (str, Path)) else target
     g = model.graph
-    shapes = _infer_shapes(model)
+    shapes = infer_shapes(model)
     types: dict[str, int] = {init.name: init.data_type for init in g.initializer}
-    producer = {o: n for n in g.node for o in n.output}
+    producer = producers(g)
     attention_mm = _attention_matmuls(g, producer)
 
     def source(name: str) -> Any:
         node = producer.get(name)
-        while node is not None and node.op_type in _SHAPE_OPS and node.input:
+        while node is not None and node.op_type in SHAPE_OPS and node.input:
             node = producer.get(node.input[0])
         return node
 
@@ -114,7 +113,7 @@ def quantization_coverage(target: Any) -> CoverageReport:
         if name == "FLOAT4E2M1":
             # FP4 weights double-dequantized through an FP8 block scale are NVFP4.
             scale = source(dq.input[1]) if len(dq.input) > 1 else None
-            return "nvfp4" if scale is not None and _is_dq(scale.op_type) else "fp4"
+            return "nvfp4" if scale is not None and is_dq(scale.op_type) else "fp4"
         return _TYPE_PRECISION.get(name, "quantized")
 
     report = CoverageReport()
@@ -123,7 +122,7 @@ def quantization_coverage(target: Any) -> CoverageReport:
             continue
         data_inputs = list(n.input[:2])
         srcs = [source(i) for i in data_inputs]
-        quantized = all(s is not None and _is_dq(s.op_type) for s in srcs)
+        quantized = all(s is not None and is_dq(s.op_type) for s in srcs)
         precs = {precision_of(s) for s in srcs} if quantized else {"high"}
         # A GEMM with FP4 weights and FP8 activations (W4A8) counts at the narrower weight precision.
         precision = min(precs, key=_NARROWEST_FIRST.index)
@@ -143,60 +142,25 @@ def _q_output_precision(q: Any, types: dict[str, int]) -> str:
     return _TYPE_PRECISION.get(onnx.TensorProto.DataType.Name(elem), "quantized")
 
 
-def _infer_shapes(model: Any) -> dict[str, list[int | None]]:
-    """Static shapes of every value. TensorRT's custom ops (domain `trt`) stop ONNX shape inference, so it
-    runs on a copy where each of them keeps the shape of the tensor it quantizes, which is all that FLOP
-    counting needs: a dequantize becomes a Cast to FP16 (so its FP8/FP4 input type does not trip the type
-    checks downstream), anything else an Identity of its first input."""
-    import onnx
-
-    shadow = onnx.ModelProto()
-    shadow.CopyFrom(model)
-    nodes = []
-    for n in shadow.graph.node:
-        if n.domain not in ("", "ai.onnx"):
-            if _is_dq(n.op_type):
-                n = onnx.helper.make_node("Cast", [n.input[0]], [n.output[0]], name=n.name, to=onnx.TensorProto.FLOAT16)
-            else:
-                n = onnx.helper.make_node("Identity", [n.input[0]], [n.output[0]], name=n.name)
-        nodes.append(n)
-    del shadow.graph.node[:]
-    shadow.graph.node.extend(nodes)
-    with contextlib.suppress(Exception):  # if inference fails, read whatever shapes the graph declares
-        shadow = onnx.shape_inference.infer_shapes(shadow, data_prop=True)
-    g = shadow.graph
-    shapes: dict[str, list[int | None]] = {}
-    for vi in [*g.input, *g.value_info, *g.output]:
-        t = vi.type.tensor_type
-        if t.HasField("shape"):
-            shapes[vi.name] = [d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim]
-    for init in g.initializer:
-        shapes[init.name] = list(init.dims)
-    return shapes
-
-
 def _attention_matmuls(g: Any, producer: dict[str, Any]) -> set[str]:
     """Names of the MatMuls on either side of each Softmax (Q·Kᵀ and P·V)."""
     out: set[str] = set()
-    consumers: dict[str, list[Any]] = {}
-    for n in g.node:
-        for i in n.input:
-            consumers.setdefault(i, []).append(n)
-    passthrough = _SHAPE_OPS | {"Mul", "Div", "Add", "Where", "QuantizeLinear", "DequantizeLinear"}
+    users = consumers(g)
+    passthrough = SHAPE_OPS | {"Mul", "Div", "Add", "Where", "QuantizeLinear", "DequantizeLinear"}
     for sm in (n for n in g.node if n.op_type == "Softmax"):
         node = producer.get(sm.input[0])
         while node is not None and node.op_type in passthrough and node.input:
             node = producer.get(node.input[0])
         if node is not None and node.op_type == "MatMul":
             out.add(node.name)
-        todo = list(consumers.get(sm.output[0], []))
+        todo = list(users.get(sm.output[0], []))
         while todo:
             n = todo.pop()
             if n.op_type == "MatMul":
                 out.add(n.name)
             elif n.op_type in passthrough or "Quantize" in n.op_type:
                 for o in n.output:
-                    todo.extend(consumers.get(o, []))
+                    todo.extend(users.get(o, []))
     return out
 
 

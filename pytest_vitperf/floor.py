@@ -20,12 +20,12 @@ faster FP16 on a new backend version lowers every speedup: keep floors per versi
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
+from pytest_vitperf.jsonfile import read_json
 from pytest_vitperf.precision import PRECISIONS, REFERENCE
 
 SCHEMA = 1
@@ -99,16 +99,7 @@ class FloorsFile:
 
     @classmethod
     def load(cls, path: Path) -> FloorsFile:
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise FloorsFileError(path, f"cannot be read ({exc.strerror or exc})") from None
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise FloorsFileError(
-                path, f"is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}"
-            ) from None
+        data = read_json(path, FloorsFileError)
         if not isinstance(data, dict):
             raise FloorsFileError(path, "top level must be an object with 'schema' and 'floors'")
         if data.get("schema") != SCHEMA:

@@ -38,6 +38,7 @@ from typing import Any, Protocol
 from filelock import FileLock
 
 from pytest_vitperf.env import slug
+from pytest_vitperf.jsonfile import read_json
 
 SCHEMA = 1
 _STATISTICS = ("median", "mean")
@@ -134,16 +135,7 @@ def _entry(path: Path, name: str, raw: Any, head: dict[str, Any]) -> Baseline:
 
 def read_file(path: Path) -> dict[str, Baseline]:
     """Entries of one baseline file by entry name; BaselineFileError for anything malformed."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise BaselineFileError(path, f"cannot be read ({exc.strerror or exc})") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise BaselineFileError(
-            path, f"is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}"
-        ) from None
+    data = read_json(path, BaselineFileError)
     if not isinstance(data, dict):
         raise BaselineFileError(path, "top level must be an object")
     if data.get("schema") != SCHEMA:

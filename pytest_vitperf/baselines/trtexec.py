@@ -5,9 +5,10 @@ GPU compute time, the figure trtexec summarises as "GPU Compute Time"."""
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
+
+from pytest_vitperf.jsonfile import read_json
 
 
 class TraceFileError(ValueError):
@@ -16,12 +17,7 @@ class TraceFileError(ValueError):
 
 
 def read_compute_ms(path: Path) -> list[float]:
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise TraceFileError(path, f"cannot be read ({exc.strerror or exc})") from None
-    except json.JSONDecodeError as exc:
-        raise TraceFileError(path, f"is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
+    data = read_json(path, TraceFileError)
     if not isinstance(data, list):
         raise TraceFileError(path, "expected a JSON list of per-inference objects (trtexec --exportTimes)")
     count = None

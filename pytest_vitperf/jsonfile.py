@@ -1,0 +1,20 @@
+"""Reading the project's JSON files (floors, baselines, trtexec traces) with errors that name the file."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+
+def read_json(path: Path, error: Callable[[Path, str], Exception]) -> Any:
+    """Parsed JSON of `path`; an unreadable or malformed file raises `error(path, what is wrong)`."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise error(path, f"cannot be read ({exc.strerror or exc})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise error(path, f"is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
