@@ -6,6 +6,7 @@ Module import stays light (names only); torch and timm load when a model is buil
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -73,21 +74,29 @@ def build_vit(seed: int = SEED, bmm: bool = False, **cfg: Any) -> torch.nn.Modul
     return VisionTransformer(**cfg).eval()
 
 
+@functools.cache
 def bmm_attention() -> type[torch.nn.Module]:
     """timm's Attention with q, k, v as [B*H, S, D] and torch.bmm, so that the attention GEMMs export as
-    3D MatMuls that TensorRT's block quantizers accept. Same parameters (qkv, proj) as timm's."""
+    3D MatMuls that TensorRT's block quantizers accept. Same parameters (qkv, proj) as timm's, so a timm
+    Attention can become one in place. The bmm operands pass through `_q`, `_k`, `_v` and `_p` (the softmax
+    output): identities here, quantizers in the fp8-attn recipe."""
     import torch
     from timm.layers.attention import Attention
 
     class BmmAttention(Attention):
+        def _q(self, t: torch.Tensor) -> torch.Tensor:
+            return t
+
+        _k = _v = _p = _q
+
         def forward(self, x: torch.Tensor, attn_mask: Any = None, is_causal: bool = False) -> torch.Tensor:
             b, n, _ = x.shape
             h, d = self.num_heads, self.head_dim
             qkv = self.qkv(x).reshape(b, n, 3, h, d).permute(2, 0, 3, 1, 4).reshape(3, b * h, n, d)
             q, k, v = qkv.unbind(0)
             q, k = self.q_norm(q), self.k_norm(k)
-            attn = torch.bmm(q * self.scale, k.transpose(1, 2)).softmax(dim=-1)
-            out = torch.bmm(attn, v).reshape(b, h, n, d).transpose(1, 2).reshape(b, n, h * d)
+            attn = torch.bmm(self._q(q * self.scale), self._k(k).transpose(1, 2)).softmax(dim=-1)
+            out = torch.bmm(self._p(attn), self._v(v)).reshape(b, h, n, d).transpose(1, 2).reshape(b, n, h * d)
             return self.proj(self.norm(out))
 
     return BmmAttention

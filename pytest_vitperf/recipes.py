@@ -6,7 +6,9 @@ ONNX export that carries the precision into a strongly typed TensorRT engine.
 | fp32 | the plain export |
 | fp16, bf16 | the FP32 export cast by Model Optimizer's ONNX autocast (`convert_to_f16`), I/O kept FP32 |
 | fp8 | E4M3 per tensor on every Linear (FP8_DEFAULT_CFG); the exporter adds Q/DQ on softmax outputs |
-| fp8-attn | fp8 plus the LayerNorm-output quantizer Model Optimizer's ViT example adds for FP8 MHA fusion |
+| fp8-attn | fp8, plus FP8 Q/DQ before both attention batched matmuls and on the softmax output (the pattern |
+| | TensorRT needs for FP8 MHA fusion): timm attention becomes the zoo's 3D-bmm attention, whose operands |
+| | pass through quantizers |
 | int8 | INT8_DEFAULT_CFG (per-channel weights, per-tensor activations) |
 | mxfp8 | MXFP8_DEFAULT_CFG, Conv2d in FP8 (TensorRT's dynamic block quantize takes 2D/3D inputs only) |
 | nvfp4 | NVFP4_DEFAULT_CFG on every Linear, Conv2d in FP8 |
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import functools
 import hashlib
 import io
 import json
@@ -49,7 +52,7 @@ class Recipe:
     precision: str  # the capability-matrix precision it produces
     config: str | None  # Model Optimizer quantize config name, None for no quantization
     conv_fp8: bool = False  # Conv2d quantized in FP8 instead of the recipe's format
-    mha_fp8: bool = False  # the LayerNorm-output quantizer for FP8 MHA fusion
+    mha_fp8: bool = False  # FP8 Q/DQ on the attention bmm inputs and the softmax output
     sparse24: bool = False
     cast: str | None = None  # "fp16"/"bf16": Model Optimizer ONNX autocast of the FP32 export
     needs_cuda: bool = False
@@ -81,9 +84,10 @@ _CONV_FP8 = [
     {"parent_class": "nn.Conv2d", "quantizer_name": "*weight_quantizer", "cfg": dict(_FP8)},
     {"parent_class": "nn.Conv2d", "quantizer_name": "*input_quantizer", "cfg": dict(_FP8)},
 ]
+# FP8 Q/DQ on both attention batched matmuls' inputs and on the softmax output (QuantBmmAttention).
 _MHA_FP8 = [
-    {"parent_class": "nn.LayerNorm", "quantizer_name": "*output_quantizer", "cfg": dict(_FP8)},
-    {"parent_class": "nn.LayerNorm", "quantizer_name": "*input_quantizer", "enable": False},
+    {"quantizer_name": "*bmm_quantizer", "cfg": dict(_FP8)},
+    {"quantizer_name": "*softmax_quantizer", "cfg": dict(_FP8)},
 ]
 
 
@@ -115,6 +119,53 @@ def quant_config(recipe: Recipe) -> dict[str, Any]:
     return cfg
 
 
+@functools.cache
+def register_quant_attention() -> type[torch.nn.Module]:
+    """Teach Model Optimizer to quantize the zoo's bmm attention: its `_q`, `_k`, `_v`, `_p` hooks become
+    TensorQuantizers (disabled unless a config enables `*bmm_quantizer` / `*softmax_quantizer`)."""
+    import modelopt.torch.quantization as mtq
+    from modelopt.torch.quantization.nn import TensorQuantizer
+
+    from pytest_vitperf.models import bmm_attention
+
+    base = bmm_attention()
+
+    class QuantBmmAttention(base):  # type: ignore[misc, valid-type]
+        def _setup(self) -> None:
+            self.q_bmm_quantizer = TensorQuantizer()
+            self.k_bmm_quantizer = TensorQuantizer()
+            self.v_bmm_quantizer = TensorQuantizer()
+            self.softmax_quantizer = TensorQuantizer()
+
+        def _q(self, t: torch.Tensor) -> torch.Tensor:
+            return self.q_bmm_quantizer(t)
+
+        def _k(self, t: torch.Tensor) -> torch.Tensor:
+            return self.k_bmm_quantizer(t)
+
+        def _v(self, t: torch.Tensor) -> torch.Tensor:
+            return self.v_bmm_quantizer(t)
+
+        def _p(self, t: torch.Tensor) -> torch.Tensor:
+            return self.softmax_quantizer(t)
+
+    mtq.register(original_cls=base, quantized_cls=QuantBmmAttention)
+    return QuantBmmAttention
+
+
+def to_bmm_attention(model: torch.nn.Module) -> torch.nn.Module:
+    """Turn every timm Attention into the zoo's bmm attention, in place: same parameters, 3D layout."""
+    from timm.layers.attention import Attention
+
+    from pytest_vitperf.models import bmm_attention
+
+    cls: Any = bmm_attention()
+    for module in model.modules():
+        if type(module) is Attention:
+            module.__class__ = cls
+    return model
+
+
 def apply(recipe: Recipe, model: torch.nn.Module, calibration: Iterable[torch.Tensor] | None = None) -> torch.nn.Module:
     """The recipe applied to `model` (changed in place and returned): sparsified and/or fake-quantized."""
     import torch
@@ -128,6 +179,9 @@ def apply(recipe: Recipe, model: torch.nn.Module, calibration: Iterable[torch.Te
         import modelopt.torch.sparsity as mts
 
         model = mts.sparsify(model, mode="sparse_magnitude")
+    if recipe.mha_fp8:
+        to_bmm_attention(model)
+        register_quant_attention()
     if recipe.config is not None:
         import modelopt.torch.quantization as mtq
 

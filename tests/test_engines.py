@@ -171,13 +171,17 @@ def test_vit_base_fp8_export_covers_95_percent_of_gemm_flops(vit_base_engines: d
     assert vit_base_engines["fp8"][1] >= 0.95
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="fp8-attn exports the same graph as fp8: Model Optimizer's LayerNorm-output "
-    "quantizer entry does not attach to timm's LayerNorm, so attention gains no Q/DQ",
-)
-def test_fp8_attn_differs_from_fp8(tiny: torch.nn.Module, cache: Path) -> None:
-    assert export_onnx("fp8-attn", tiny, 1, cache_dir=cache) != export_onnx("fp8", tiny, 1, cache_dir=cache)
+def test_fp8_attn_quantizes_attention_where_fp8_does_not(tiny: torch.nn.Module, cache: Path) -> None:
+    from pytest_vitperf.attention import check_attention_shapes
+
+    fp8 = onnx.load_from_string(export_onnx("fp8", tiny, 1, cache_dir=cache))
+    attn = onnx.load_from_string(export_onnx("fp8-attn", tiny, 1, cache_dir=cache))
+    assert [v.rule for v in check_attention_shapes(fp8, "fp8")] == ["qdq_attention"]
+    assert check_attention_shapes(attn, "fp8") == []
+    report = quantization_coverage(attn)
+    assert report.attention_quantized is True and report.fraction_at("fp8") == 1.0
+    engine = build_engine(trt, "tensorrt-rtx", trt.__version__, attn.SerializeToString(), TARGET)
+    assert engine.size_bytes > 5e6
 
 
 def test_tensorrt_backend_skips_without_tensorrt() -> None:
