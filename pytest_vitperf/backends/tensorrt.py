@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
+import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -171,6 +172,7 @@ class _TensorRTFamily:
             onnx,
             options,
             cache=EngineCache(cache / "engines") if cache is not None else None,
+            progress=lambda line: print(f"vitperf: {model_name} {precision} b{batch}: {line}", file=sys.stderr),
         )
         import onnx as onnx_lib
 
