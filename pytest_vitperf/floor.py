@@ -25,7 +25,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
-from pytest_vitperf.jsonfile import read_json
+from pytest_vitperf.jsonfile import FileError, read_json
 from pytest_vitperf.precision import PRECISIONS, REFERENCE
 
 SCHEMA = 1
@@ -34,10 +34,8 @@ _REQUIRED = ("gpu", "backend", "precision", "min_speedup")
 _FIELDS = (*_REQUIRED, "version", "model", "batch", "source")
 
 
-class FloorsFileError(ValueError):
-    def __init__(self, path: Path, what: str) -> None:
-        super().__init__(f"floors file {path}: {what}")
-        self.path = path
+class FloorsFileError(FileError):
+    kind = "floors file"
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,16 @@ from pathlib import Path
 from typing import Any
 
 
+class FileError(ValueError):
+    """A project file that cannot be used; the message names the file and what is wrong."""
+
+    kind = "file"
+
+    def __init__(self, path: Path, what: str) -> None:
+        super().__init__(f"{self.kind} {path}: {what}")
+        self.path = path
+
+
 def read_json(path: Path, error: Callable[[Path, str], Exception]) -> Any:
     """Parsed JSON of `path`; an unreadable or malformed file raises `error(path, what is wrong)`."""
     try:

@@ -38,16 +38,14 @@ from typing import Any, Protocol
 from filelock import FileLock
 
 from pytest_vitperf.env import slug
-from pytest_vitperf.jsonfile import read_json
+from pytest_vitperf.jsonfile import FileError, read_json
 
 SCHEMA = 1
 _STATISTICS = ("median", "mean")
 
 
-class BaselineFileError(ValueError):
-    def __init__(self, path: Path, what: str) -> None:
-        super().__init__(f"baseline file {path}: {what}")
-        self.path = path
+class BaselineFileError(FileError):
+    kind = "baseline file"
 
 
 @dataclass(frozen=True)

@@ -8,12 +8,11 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from pytest_vitperf.jsonfile import read_json
+from pytest_vitperf.jsonfile import FileError, read_json
 
 
-class TraceFileError(ValueError):
-    def __init__(self, path: Path, what: str) -> None:
-        super().__init__(f"trtexec times file {path}: {what}")
+class TraceFileError(FileError):
+    kind = "trtexec times file"
 
 
 def read_compute_ms(path: Path) -> list[float]:
