@@ -38,10 +38,6 @@ class Device:
     def torch_device(self) -> str:
         return "cpu" if self.sm is None else f"cuda:{self.index}"
 
-    @property
-    def slug(self) -> str:
-        return slug(self.name)
-
     def describe(self) -> str:
         if self.sm is None:
             return f"CPU {self.name} (no CUDA GPU)"
