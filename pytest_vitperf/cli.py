@@ -1,4 +1,4 @@
-"""The `vitperf` command: capabilities, env, compare, import-trtexec, show."""
+"""The `vitperf` command: capabilities, env, compare, import-trtexec, layers, show."""
 
 from __future__ import annotations
 
@@ -146,6 +146,14 @@ def _show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _layers(args: argparse.Namespace) -> int:
+    from pytest_vitperf.layers import read_layer_info, read_profile, summary
+
+    layers = read_layer_info(args.layer_info)
+    print(summary(layers, read_profile(args.profile) if args.profile else None, top=args.top))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vitperf", description="pytest-vitperf utilities")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -177,6 +185,12 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("--baseline-dir", type=Path, default=DEFAULT_BASELINES)
     imp.set_defaults(func=_import_trtexec)
 
+    lay = sub.add_parser("layers", help="precision and time per layer of an engine (trtexec layer info + profile)")
+    lay.add_argument("layer_info", type=Path, help="trtexec --exportLayerInfo output (engine-inspector JSON)")
+    lay.add_argument("--profile", type=Path, help="trtexec --exportProfile output: adds time per precision")
+    lay.add_argument("--top", type=int, default=5, help="slowest layers to list (5)")
+    lay.set_defaults(func=_layers)
+
     show = sub.add_parser("show", help="list baselines as a table")
     show.add_argument("path", nargs="?", default=str(DEFAULT_BASELINES), help="a baselines folder or one file")
     show.set_defaults(func=_show)
@@ -194,14 +208,12 @@ def _precision(text: str) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from pytest_vitperf.baselines.store import BaselineFileError
-    from pytest_vitperf.baselines.trtexec import TraceFileError
     from pytest_vitperf.baselines.upgrade import UpgradeError
-    from pytest_vitperf.floor import FloorsFileError
+    from pytest_vitperf.jsonfile import FileError
 
     try:
         return int(args.func(args))
-    except (BaselineFileError, TraceFileError, UpgradeError, FloorsFileError) as exc:
+    except (FileError, UpgradeError) as exc:
         print(f"vitperf {args.command}: {exc}", file=sys.stderr)
         return 2
 

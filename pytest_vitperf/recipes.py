@@ -17,8 +17,9 @@ ONNX export that carries the precision into a strongly typed TensorRT engine.
 | fp8-sparse24 | 2:4 magnitude sparsity, then fp8 |
 
 Calibration runs deterministic synthetic images (a fixed seed) unless the caller passes an iterable of
-batches. Model Optimizer's block quantizers (MXFP8, NVFP4) need CUDA for fake quantization and export: those
-recipes refuse to run on a CPU with a reason; `scripts/export_onnx.py` runs them on a GPU machine.
+batches. Model Optimizer fake-quantizes the block formats (MXFP8, NVFP4) with GPU kernels only; on CPU tensors
+`cpu_quant.cpu_block_quant` supplies the same arithmetic, so every recipe calibrates and exports on a CPU (the
+vit_tiny exports made on a CPU and on an H200 are identical; tests/test_cpu_quant.py holds them to it).
 Exports are cached by content hash (the model's weights, the recipe, the input shape, the opset).
 """
 
@@ -55,7 +56,6 @@ class Recipe:
     mha_fp8: bool = False  # FP8 Q/DQ on the attention bmm inputs and the softmax output
     sparse24: bool = False
     cast: str | None = None  # "fp16"/"bf16": Model Optimizer ONNX autocast of the FP32 export
-    needs_cuda: bool = False
 
     @property
     def opset(self) -> int:
@@ -71,9 +71,9 @@ RECIPES: dict[str, Recipe] = {
         Recipe("fp8", "fp8", "FP8_DEFAULT_CFG"),
         Recipe("fp8-attn", "fp8", "FP8_DEFAULT_CFG", mha_fp8=True),
         Recipe("int8", "int8", "INT8_DEFAULT_CFG"),
-        Recipe("mxfp8", "mxfp8", "MXFP8_DEFAULT_CFG", conv_fp8=True, needs_cuda=True),
-        Recipe("nvfp4", "nvfp4", "NVFP4_DEFAULT_CFG", conv_fp8=True, needs_cuda=True),
-        Recipe("nvfp4-mlp-only", "nvfp4", "NVFP4_MLP_ONLY_CFG", conv_fp8=True, needs_cuda=True),
+        Recipe("mxfp8", "mxfp8", "MXFP8_DEFAULT_CFG", conv_fp8=True),
+        Recipe("nvfp4", "nvfp4", "NVFP4_DEFAULT_CFG", conv_fp8=True),
+        Recipe("nvfp4-mlp-only", "nvfp4", "NVFP4_MLP_ONLY_CFG", conv_fp8=True),
         Recipe("fp16-sparse24", "fp16-sparse24", None, sparse24=True, cast="fp16"),
         Recipe("fp8-sparse24", "fp8", "FP8_DEFAULT_CFG", sparse24=True),
     )
@@ -170,11 +170,6 @@ def apply(recipe: Recipe, model: torch.nn.Module, calibration: Iterable[torch.Te
     """The recipe applied to `model` (changed in place and returned): sparsified and/or fake-quantized."""
     import torch
 
-    if recipe.needs_cuda and not torch.cuda.is_available():
-        raise VitperfError(
-            f"recipe {recipe.name} needs CUDA: Model Optimizer's {recipe.config} fake quantization runs on a GPU "
-            "only. Export it on a GPU machine with: python scripts/export_onnx.py --recipe " + recipe.name
-        )
     if recipe.sparse24:
         import modelopt.torch.sparsity as mts
 
@@ -263,9 +258,11 @@ def export_onnx(
             return data
         except Exception:  # a truncated file from an interrupted run: export again
             pass
-    quantized = apply(recipe, copy.deepcopy(model), calibration)
+    from pytest_vitperf.cpu_quant import cpu_block_quant
+
     example = torch.randn(*shape, generator=torch.Generator().manual_seed(1)).to(next(model.parameters()).device)
-    data = export(recipe, quantized, example).SerializeToString()
+    with cpu_block_quant():
+        data = export(recipe, apply(recipe, copy.deepcopy(model), calibration), example).SerializeToString()
     if path is not None:
         from pytest_vitperf.baselines.store import write_atomic
 

@@ -3,7 +3,8 @@
     python scripts/export_onnx.py --model vit_tiny_patch16_224 --recipe nvfp4 --out tests/data
     python scripts/export_onnx.py --model vit_base_patch16_224 --recipe nvfp4 --out exports --split-mb 15
 
-MXFP8 and NVFP4 recipes need CUDA (Model Optimizer's fake quantization); the rest run on a CPU. The file is
+Every recipe runs on a CPU or a GPU (the model goes to CUDA when there is one; on a CPU the block formats use
+pytest_vitperf.cpu_quant's kernels, which reproduce Model Optimizer's GPU exports bit for bit). The file is
 named <model>-<recipe>-b<batch>.onnx. `--split-mb` also writes the file in numbered parts no larger than that,
 for transports with a per-file limit; `cat <name>.part* > <name>` joins them.
 """

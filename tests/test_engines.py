@@ -9,7 +9,6 @@ import onnx
 import pytest
 import torch
 
-from pytest_vitperf.backends import VitperfError
 from pytest_vitperf.coverage import quantization_coverage
 from pytest_vitperf.engine import BuildOptions, EngineCache, build_engine
 from pytest_vitperf.models import build_model
@@ -33,12 +32,9 @@ def tiny() -> torch.nn.Module:
 
 @pytest.fixture(scope="module")
 def exports(tiny: torch.nn.Module, cache: Path) -> dict[str, bytes]:
-    """vit_tiny through every recipe Model Optimizer runs on a CPU, plus the GPU-made exports in tests/data
-    (regenerate those with scripts/export_onnx.py on a GPU machine)."""
-    out = {r: export_onnx(r, tiny, 1, cache_dir=cache) for r in ("fp16", "fp8", "int8", "fp16-sparse24")}
-    for r in ("nvfp4", "mxfp8", "nvfp4-mlp-only"):
-        out[r] = (DATA / f"vit_tiny_patch16_224-{r}-b1.onnx").read_bytes()
-    return out
+    """vit_tiny through the recipes, exported here on the CPU (block formats through cpu_quant's kernels)."""
+    recipes = ("fp16", "fp8", "int8", "fp16-sparse24", "nvfp4", "mxfp8", "nvfp4-mlp-only")
+    return {r: export_onnx(r, tiny, 1, cache_dir=cache) for r in recipes}
 
 
 def test_recipe_table() -> None:
@@ -50,10 +46,22 @@ def test_recipe_table() -> None:
         get_recipe("fp6")
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
-def test_cuda_only_recipes_say_so_on_a_cpu(tiny: torch.nn.Module) -> None:
-    with pytest.raises(VitperfError, match=r"recipe nvfp4 needs CUDA.*python scripts/export_onnx\.py --recipe nvfp4"):
-        export_onnx("nvfp4", tiny, 1)
+@pytest.mark.parametrize("recipe", ["nvfp4", "mxfp8"])
+def test_cpu_exports_of_block_formats_equal_the_gpu_made_ones(exports: dict[str, bytes], recipe: str) -> None:
+    """tests/data holds the same exports made on an NVIDIA H200 with Model Optimizer's Triton/CUDA kernels
+    (scripts/export_onnx.py): the CPU kernels must reproduce every node and every initializer bit for bit."""
+    from onnx import numpy_helper
+
+    ours = onnx.load_from_string(exports[recipe])
+    gpu = onnx.load(DATA / f"vit_tiny_patch16_224-{recipe}-b1.onnx")
+    assert [(n.op_type, list(n.input), list(n.output)) for n in ours.graph.node] == [
+        (n.op_type, list(n.input), list(n.output)) for n in gpu.graph.node
+    ]
+    theirs = {i.name: i for i in gpu.graph.initializer}
+    assert {i.name for i in ours.graph.initializer} == set(theirs)
+    for init in ours.graph.initializer:
+        a, b = numpy_helper.to_array(init), numpy_helper.to_array(theirs[init.name])
+        assert init.data_type == theirs[init.name].data_type and a.tobytes() == b.tobytes(), init.name
 
 
 @pytest.mark.parametrize(
@@ -151,10 +159,10 @@ def test_parser_errors_are_reported() -> None:
 
 @pytest.fixture(scope="module")
 def vit_base_engines(cache: Path) -> dict[str, tuple[int, float]]:
-    """FP16 and FP8 engines of vit_base_patch16_224 (exported here; both run on a CPU)."""
+    """FP16, FP8 and NVFP4 engines of vit_base_patch16_224, exported and built here on the CPU."""
     base = build_model("vit_base")
     out = {}
-    for recipe in ("fp16", "fp8"):
+    for recipe in ("fp16", "fp8", "nvfp4"):
         data = export_onnx(recipe, base, 1, cache_dir=cache)
         result = build_engine(trt, "tensorrt-rtx", trt.__version__, data, TARGET, cache=EngineCache(cache / "engines"))
         out[recipe] = (result.size_bytes, quantization_coverage(onnx.load_from_string(data)).fraction)
@@ -167,8 +175,16 @@ def test_vit_base_fp8_engine_is_at_most_0_60_of_fp16(vit_base_engines: dict[str,
     assert fp8 / fp16 <= 0.60, f"FP8 {fp8 / 1e6:.1f} MB vs FP16 {fp16 / 1e6:.1f} MB"
 
 
-def test_vit_base_fp8_export_covers_95_percent_of_gemm_flops(vit_base_engines: dict[str, tuple[int, float]]) -> None:
-    assert vit_base_engines["fp8"][1] >= 0.95
+def test_vit_base_nvfp4_engine_is_at_most_0_40_of_fp16(vit_base_engines: dict[str, tuple[int, float]]) -> None:
+    fp16, nvfp4 = vit_base_engines["fp16"][0], vit_base_engines["nvfp4"][0]
+    assert nvfp4 / fp16 <= 0.40, f"NVFP4 {nvfp4 / 1e6:.1f} MB vs FP16 {fp16 / 1e6:.1f} MB"
+
+
+@pytest.mark.parametrize("recipe", ["fp8", "nvfp4"])
+def test_vit_base_exports_cover_95_percent_of_gemm_flops(
+    vit_base_engines: dict[str, tuple[int, float]], recipe: str
+) -> None:
+    assert vit_base_engines[recipe][1] >= 0.95
 
 
 def test_fp8_attn_quantizes_attention_where_fp8_does_not(tiny: torch.nn.Module, cache: Path) -> None:

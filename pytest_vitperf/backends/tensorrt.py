@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     import torch
 
     from pytest_vitperf.env import Device
+    from pytest_vitperf.layers import Layer, LayerTime
     from pytest_vitperf.options import Settings
 
 # Precision -> recipe used to build its engine.
@@ -109,17 +110,50 @@ class TrtEngine:
         return torch.from_numpy(host.astype(np.float32))
 
     def describe(self) -> dict[str, Any]:
-        return {**self.info, **self.layer_info_summary()}
+        from pytest_vitperf.layers import precision_counts
 
-    def layer_info_summary(self) -> dict[str, Any]:
-        """Per-layer precisions and tactics from the engine inspector (needs DETAILED profiling)."""
+        layers = self.layers()
+        if not layers:
+            return self.info
+        return {**self.info, "layers": len(layers), "layer_precisions": precision_counts(layers)}
+
+    def layers(self) -> list[Layer]:
+        """Per-layer precision and tactic from the engine inspector (detailed with DETAILED profiling)."""
+        from pytest_vitperf.layers import LayerInfoError, parse_layer_info
+
+        inspector = self._engine.create_engine_inspector()
+        text = inspector.get_engine_information(self.trt.LayerInformationFormat.JSON)
         try:
-            inspector = self._engine.create_engine_inspector()
-            text = inspector.get_engine_information(self.trt.LayerInformationFormat.JSON)
-            layers = json.loads(text).get("Layers", [])
-        except Exception:  # older engines or runtimes without the inspector
-            return {}
-        return {"layers": len(layers)}
+            return parse_layer_info(json.loads(text))
+        except (json.JSONDecodeError, LayerInfoError):  # a runtime whose inspector says nothing useful
+            return []
+
+    def layer_times(self, runs: int = 50) -> list[LayerTime]:
+        """Average milliseconds per layer over `runs` enqueues with an IProfiler attached: a separate run from
+        the timed one, since profiling serialises layers and cannot sit inside a CUDA graph."""
+        from cuda.bindings import runtime as rt
+
+        from pytest_vitperf.layers import LayerTime
+
+        totals: dict[str, float] = {}
+
+        class Profiler(self.trt.IProfiler):  # type: ignore[name-defined]
+            def __init__(self) -> None:
+                super().__init__()  # the bindings need the base class initialised explicitly
+
+            def report_layer_time(self, layer_name: str, ms: float) -> None:
+                totals[layer_name] = totals.get(layer_name, 0.0) + ms
+
+        context = self._engine.create_execution_context()  # its own context: the timed one stays unprofiled
+        for name, (ptr, *_rest) in self._buffers.items():
+            context.set_tensor_address(name, ptr)
+        profiler = Profiler()  # referenced until the context is done with it
+        context.profiler = profiler
+        for _ in range(runs):
+            context.execute_async_v3(self.stream)
+            check_cuda(rt.cudaStreamSynchronize(self.stream))
+        del context
+        return [LayerTime(name, ms / runs) for name, ms in totals.items()]
 
 
 class _TensorRTFamily:

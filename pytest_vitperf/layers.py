@@ -1,0 +1,149 @@
+"""What an engine really runs, layer by layer: the precision and tactic of each layer from TensorRT's engine
+inspector, and the time of each layer from IProfiler, joined into time per precision.
+
+Both come in the JSON that TensorRT writes: `IEngineInspector.get_engine_information(JSON)` (the same document
+as `trtexec --exportLayerInfo`, detailed only when the engine was built with ProfilingVerbosity.DETAILED) and the
+per-layer profile of `trtexec --exportProfile` (which the backends' IProfiler run produces as well). A layer's
+precision is the lowest one among its inputs' `Format/Datatype`: a GEMM fed FP8 or INT8 operands runs on those
+tensor cores even when it writes FP16.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_vitperf.jsonfile import FileError, read_json
+
+# Lowest precision first; matched as words in TensorRT's format strings ("Row major linear FP16 format",
+# "Thirty-two wide channel vectorized row major Int8 format") and in weight types ("Half", "Int8").
+_PRECISIONS = (
+    ("fp4", r"fp4|float4|e2m1"),
+    ("int4", r"int4"),
+    ("fp8", r"fp8|float8|e4m3|e5m2"),
+    ("int8", r"int8"),
+    ("bf16", r"bf16|bfloat16"),
+    ("fp16", r"fp16|half"),
+    ("fp32", r"fp32|float"),
+)
+
+
+class LayerInfoError(FileError):
+    kind = "TensorRT layer file"
+
+
+@dataclass(frozen=True)
+class Layer:
+    name: str
+    kind: str  # LayerType: CaskConvolution, CaskGemmMatrixMultiply, Myelin, Reformat, ...
+    precision: str  # lowest input precision, "" when the document does not say (not DETAILED)
+    tactic: str = ""  # TacticName, "" when the layer has none
+
+
+@dataclass(frozen=True)
+class LayerTime:
+    name: str
+    ms: float  # average per inference
+
+
+def precision_of(text: str) -> str:
+    lowered = text.lower()
+    for name, pattern in _PRECISIONS:
+        if re.search(rf"\b({pattern})\b", lowered):
+            return name
+    return ""
+
+
+def _lowest(precisions: Iterable[str]) -> str:
+    order = [p for p, _ in _PRECISIONS]
+    known = [p for p in precisions if p in order]
+    return min(known, key=order.index) if known else ""
+
+
+def parse_layer_info(doc: Any, source: Path = Path("<engine inspector>")) -> list[Layer]:
+    """Layers of an engine-inspector document: {"Layers": [...]} with dicts (DETAILED) or names only."""
+    layers = doc.get("Layers") if isinstance(doc, dict) else None
+    if not isinstance(layers, list):
+        raise LayerInfoError(
+            source,
+            "has no 'Layers' list, so it is not engine-inspector JSON. Write one with: "
+            "trtexec --onnx=model.onnx --profilingVerbosity=detailed --exportLayerInfo=layers.json",
+        )
+    out = []
+    for i, entry in enumerate(layers):
+        if isinstance(entry, str):  # ProfilingVerbosity.LAYER_NAMES_ONLY
+            out.append(Layer(entry, "", ""))
+            continue
+        if not isinstance(entry, dict) or not isinstance(entry.get("Name"), str):
+            raise LayerInfoError(source, f"layer {i} is not an object with a Name")
+        inputs = [t.get("Format/Datatype", "") for t in entry.get("Inputs", []) if isinstance(t, dict)]
+        weights = entry.get("Weights")
+        if isinstance(weights, dict):
+            inputs.append(str(weights.get("Type", "")))
+        out.append(
+            Layer(
+                name=entry["Name"],
+                kind=str(entry.get("LayerType", "")),
+                precision=_lowest(precision_of(s) for s in inputs),
+                tactic=str(entry.get("TacticName", "")),
+            )
+        )
+    return out
+
+
+def parse_profile(doc: Any, source: Path = Path("<profile>")) -> list[LayerTime]:
+    """Per-layer times of `trtexec --exportProfile`: [{"count": N}, {"name", "averageMs", ...}, ...]."""
+    if not isinstance(doc, list):
+        raise LayerInfoError(
+            source, "is not a JSON list of layer times. Write one with: trtexec ... --exportProfile=profile.json"
+        )
+    out = []
+    for entry in doc:
+        if isinstance(entry, dict) and "name" in entry:
+            try:
+                out.append(LayerTime(str(entry["name"]), float(entry["averageMs"])))
+            except (KeyError, TypeError, ValueError):
+                raise LayerInfoError(source, f"layer {entry['name']!r} has no numeric averageMs") from None
+    return out
+
+
+def read_layer_info(path: Path) -> list[Layer]:
+    return parse_layer_info(read_json(path, LayerInfoError), path)
+
+
+def read_profile(path: Path) -> list[LayerTime]:
+    return parse_profile(read_json(path, LayerInfoError), path)
+
+
+def time_by_precision(layers: list[Layer], times: list[LayerTime]) -> dict[str, float]:
+    """Milliseconds per inference spent in each precision; layers the inspector does not list count as "?"."""
+    precision = {layer.name: layer.precision or "?" for layer in layers}
+    out: dict[str, float] = {}
+    for t in times:
+        key = precision.get(t.name, "?")
+        out[key] = out.get(key, 0.0) + t.ms
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+def precision_counts(layers: list[Layer]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for layer in layers:
+        out[layer.precision or "?"] = out.get(layer.precision or "?", 0) + 1
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+def summary(layers: list[Layer], times: list[LayerTime] | None = None, top: int = 5) -> str:
+    lines = [f"{len(layers)} layers: " + ", ".join(f"{p} {n}" for p, n in precision_counts(layers).items())]
+    if times:
+        total = sum(t.ms for t in times) or 1.0
+        shares = time_by_precision(layers, times)
+        lines.append(f"{total:.3f} ms per inference: " + ", ".join(f"{p} {ms / total:.1%}" for p, ms in shares.items()))
+        by_name = {layer.name: layer for layer in layers}
+        for t in sorted(times, key=lambda t: -t.ms)[:top]:
+            layer = by_name.get(t.name)
+            what = f"{layer.precision or '?'} {layer.kind}" if layer else "?"
+            lines.append(f"  {t.ms:8.4f} ms  {what:<28} {t.name[:90]}")
+    return "\n".join(lines)
