@@ -8,8 +8,8 @@ project's reference element formats; CUDA tensors still go to Model Optimizer's 
 and unchanged: only the calibration forward and the export trace run through these kernels.
 
 What the GPU kernels compute, reproduced here in FP32:
-- NVFP4 (Triton `fp4_fake_quant_block`): g = amax * FP32(1 / 2688); per block of 16, s = E4M3(min(amax_b / (6 g), 448)) * g,
-  1.0 where s < 1e-5; x' = sign(x) * E2M1(|x| / s) * s.
+- NVFP4 (Triton `fp4_fake_quant_block`): g = amax * FP32(1 / 2688); per block of 16,
+  s = E4M3(min(amax_b / (6 g), 448)) * g, 1.0 where s < 1e-5; x' = sign(x) * E2M1(|x| / s) * s.
 - MXFP8 (`tensor_quant_mx.cu`, E8M0 "NV" rule): per block of 32, X = 2^ceil(log2(FP32(amax_b / 448))), 1 for an
   all-zero block; x' = E4M3(x / X) * X.
 """

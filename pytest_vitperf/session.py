@@ -127,7 +127,7 @@ class VitperfSession:
         """Why `precision` cannot be measured here, or None. Nothing is built to find out."""
         if self.backend_reason is not None:
             return self.backend_reason
-        return unsupported_reason(precision, self.device, self.backend.name)
+        return unsupported_reason(precision, self.device, self.backend.name) or self.backend.precision_reason(precision)
 
     def engine(self, model_name: str, precision: str, batch: int) -> Engine:
         key = (model_name, precision, batch)

@@ -47,6 +47,10 @@ class Backend(Protocol):
         """Why this backend cannot run on `device`, or None. Must not build anything."""
         ...
 
+    def precision_reason(self, precision: str) -> str | None:
+        """Why this backend cannot build `precision` in this environment (a missing optional package), or None."""
+        ...
+
     def prepare(
         self,
         model: torch.nn.Module,

@@ -176,6 +176,9 @@ class _TensorRTFamily:
             return f"{self.name} does not run on {device.name} (sm_{device.sm}); it runs on {sms}"
         return None
 
+    def precision_reason(self, precision: str) -> str | None:
+        return None  # Model Optimizer, which every recipe needs, is a core dependency
+
     def target(self, device: Device) -> str:
         return "native"
 

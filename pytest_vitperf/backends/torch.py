@@ -1,7 +1,13 @@
-"""The torch backend: eager or CUDA-graph replay on a GPU, eager on a CPU, optional torch.compile."""
+"""The torch backend: eager or CUDA-graph replay on a GPU, eager on a CPU, optional torch.compile.
+
+FP8 and INT8 come from torchao's dynamic quantization of every Linear (weights quantized once, activations per
+call, per-tensor FP8 E4M3 / per-token INT8), in a BF16 model: the torch-side low precision a team would try
+before exporting to TensorRT. Without --vitperf-compile the activation quantization runs as separate eager
+kernels, so compile it for a fair number."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -17,7 +23,8 @@ if TYPE_CHECKING:
     from pytest_vitperf.env import Device
     from pytest_vitperf.options import Settings
 
-_DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+_DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "fp8": "bfloat16", "int8": "bfloat16"}
+_TORCHAO = {"fp8": "Float8DynamicActivationFloat8WeightConfig", "int8": "Int8DynamicActivationInt8WeightConfig"}
 INPUT_SEED = 1234
 # Inductor's own CUDA graphs would hide inside our replay; we capture the graph ourselves.
 _COMPILE_MODES = {"default": None, "max-autotune": "max-autotune-no-cudagraphs"}
@@ -75,6 +82,14 @@ class TorchBackend:
     def unavailable_reason(self, device: Device) -> str | None:
         return None  # torch is a core dependency and runs on CPU and CUDA
 
+    def precision_reason(self, precision: str) -> str | None:
+        if precision in _TORCHAO and importlib.util.find_spec("torchao") is None:
+            return (
+                f"the torch backend builds {precision} with torchao, which is not installed: "
+                "pip install 'pytest-vitperf[torchao]'"
+            )
+        return None
+
     def prepare(
         self,
         model: torch.nn.Module,
@@ -94,6 +109,7 @@ class TorchBackend:
         gen = torch.Generator().manual_seed(INPUT_SEED)
         x = torch.randn(batch, *input_size(model), generator=gen).to(dev, dtype)
         model = model.to(dev, dtype).eval()
+        quantized = _torchao_quantize(model, precision) if precision in _TORCHAO else None
         info: dict[str, Any] = {
             "backend": "torch",
             "dtype": str(dtype).removeprefix("torch."),
@@ -102,6 +118,8 @@ class TorchBackend:
             "weight_bytes": sum(p.numel() * p.element_size() for p in model.parameters()),
             "compile": settings.compile,
         }
+        if quantized is not None:
+            info["quantization"] = quantized
         if settings.compile != "off":
             if settings.cache_dir is not None:
                 # Keep compiled kernels across sessions instead of recompiling (minutes for max-autotune).
@@ -136,3 +154,14 @@ class TorchBackend:
         info["mode"] = engine.mode
         engine.info = info
         return engine
+
+
+def _torchao_quantize(model: torch.nn.Module, precision: str) -> str:
+    """Quantize every Linear of `model` in place with torchao; returns what was applied."""
+    import torchao
+    import torchao.quantization as tq
+
+    name = _TORCHAO[precision]
+    config = getattr(tq, name)(granularity=tq.PerTensor()) if precision == "fp8" else getattr(tq, name)()
+    tq.quantize_(model, config)
+    return f"torchao {torchao.__version__} {name}"
