@@ -116,6 +116,10 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             f"warning: {len(noisy)} measurement(s) with CoV above 2.5%; the GPU or host was busy or "
             "clocks moved. Re-run on an idle machine, or lengthen --vitperf-duration-ms."
         )
+    for m in session.measurements.values():
+        if "cuda_graph" in m.spec.options:  # the engine could not be captured: launch overhead is inside
+            s = m.spec
+            tr.write_line(f"note: {s.model} {s.precision} b{s.batch}: CUDA graph {s.options['cuda_graph']}")
     if session.baseline_rows or session.baseline_updates:
         from pytest_vitperf.report import baseline_summary
 

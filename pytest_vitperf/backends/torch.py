@@ -141,10 +141,19 @@ class TorchBackend:
                 stream.synchronize()
                 if settings.cuda_graph:
                     graph = torch.cuda.CUDAGraph()
-                    with torch.cuda.graph(graph, stream=stream):
-                        engine.static_out = model(x)
-                    engine.graph = graph
-                    engine.mode = "cuda-graph"
+                    try:
+                        with torch.cuda.graph(graph, stream=stream):
+                            engine.static_out = model(x)
+                    except torch.cuda.OutOfMemoryError:
+                        raise
+                    except RuntimeError as exc:  # e.g. a host sync inside (torchao's eager INT8 scales)
+                        reason = str(exc).splitlines()[0]
+                        info["cuda_graph"] = f"capture refused ({reason}); timed as stream launches"
+                        with torch.inference_mode():
+                            engine.static_out = model(x)
+                    else:
+                        engine.graph = graph
+                        engine.mode = "cuda-graph"
             stream.synchronize()
         except torch.cuda.OutOfMemoryError as exc:
             raise VitperfError(
