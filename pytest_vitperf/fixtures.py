@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -93,6 +94,9 @@ def bench(vitperf_session: VitperfSession, request: pytest.FixtureRequest) -> Ca
         if spec.key in vitperf_session.measurements:
             return vitperf_session.measurements[spec.key]
         samples = sample(engine.launch, engine.clock, **vitperf_session.timing())
+        if vitperf_session.settings.kernels:
+            kernels = engine.kernel_breakdown()
+            spec = replace(spec, options={**spec.options, "kernels": kernels.as_dict(), "kernels_line": kernels.line()})
         m = Measurement(spec, tuple(samples))
         vitperf_session.record(m, request.node.nodeid)
         _add_to_pytest_benchmark(request, m)

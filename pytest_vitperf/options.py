@@ -34,6 +34,7 @@ BASELINE_DIR = "--vitperf-baseline-dir"
 THRESHOLD = "--vitperf-regression-threshold"
 UPDATE_BASELINES = "--vitperf-update-baselines"
 STRICT = "--vitperf-strict"
+KERNELS = "--vitperf-kernels"
 
 BACKEND_NAMES = ("auto", "torch", "tensorrt", "tensorrt-rtx")
 COMPILE_MODES = ("off", "default", "max-autotune")
@@ -219,6 +220,11 @@ OPTIONS: tuple[_Option, ...] = (
 FLAGS = (
     (UPDATE_BASELINES, "write or refresh the baselines of what this run measures, and report what changed."),
     (STRICT, "fail tests whose measurement has no baseline, instead of reporting it."),
+    (
+        KERNELS,
+        "after each measurement, profile it once more and print where the time goes (GEMM, attention, "
+        "quantize, norm, elementwise): why a precision is or is not faster.",
+    ),
 )
 
 
@@ -274,6 +280,7 @@ class Settings:
     regression_threshold: float = 0.05
     update_baselines: bool = False
     strict: bool = False
+    kernels: bool = False
     rootdir: Path = field(default_factory=Path.cwd)
 
 

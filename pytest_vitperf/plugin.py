@@ -117,9 +117,11 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             "clocks moved. Re-run on an idle machine, or lengthen --vitperf-duration-ms."
         )
     for m in session.measurements.values():
-        if "cuda_graph" in m.spec.options:  # the engine could not be captured: launch overhead is inside
-            s = m.spec
+        s = m.spec
+        if "cuda_graph" in s.options:  # the engine could not be captured: launch overhead is inside
             tr.write_line(f"note: {s.model} {s.precision} b{s.batch}: CUDA graph {s.options['cuda_graph']}")
+        if "kernels_line" in s.options:
+            tr.write_line(f"kernels: {s.model} {s.precision} b{s.batch}: {s.options['kernels_line']}")
     if session.baseline_rows or session.baseline_updates:
         from pytest_vitperf.report import baseline_summary
 

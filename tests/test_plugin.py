@@ -199,3 +199,13 @@ def test_direct_fixture_use_engine_bench_assert_speedup(pytester: pytest.Pyteste
     result = pytester.runpytest(*FAST, "-rs")
     result.assert_outcomes(failed=1, skipped=1)
     result.stdout.fnmatch_lines(["*bf16 is *x faster than fp16, below the floor 1000000.00x*", "SKIPPED*nvfp4 needs*"])
+
+
+def test_kernels_option_prints_where_the_time_goes(suite: pytest.Pytester) -> None:
+    result = suite.runpytest(*FAST, "--vitperf-precisions=fp32", "--vitperf-kernels")
+    result.assert_outcomes(passed=1)
+    lines = [x for x in result.stdout.lines if x.startswith("kernels: ")]
+    assert len(lines) == 2  # one per measurement: fp32 and its fp16 reference
+    assert all(" ms op self time: gemm " in x for x in lines), lines  # GEMMs lead a ViT on the CPU
+    without = suite.runpytest(*FAST, "--vitperf-precisions=fp32")
+    assert not any(x.startswith("kernels: ") for x in without.stdout.lines)

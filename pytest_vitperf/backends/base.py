@@ -8,6 +8,7 @@ if TYPE_CHECKING:
     import torch
 
     from pytest_vitperf.env import Device
+    from pytest_vitperf.kernels import Breakdown
     from pytest_vitperf.options import Settings
     from pytest_vitperf.timing import Clock
 
@@ -35,6 +36,10 @@ class Engine(Protocol):
 
     def describe(self) -> dict[str, Any]:
         """Facts about how the engine runs: mode, dtype, sizes, and per-layer detail when known."""
+        ...
+
+    def kernel_breakdown(self) -> Breakdown:
+        """A separate profiled run: time per inference by kind of kernel (kernels.py)."""
         ...
 
 

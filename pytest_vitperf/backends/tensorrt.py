@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     import torch
 
     from pytest_vitperf.env import Device
+    from pytest_vitperf.kernels import Breakdown
     from pytest_vitperf.layers import Layer, LayerTime
     from pytest_vitperf.options import Settings
 
@@ -116,6 +117,13 @@ class TrtEngine:
         if not layers:
             return self.info
         return {**self.info, "layers": len(layers), "layer_precisions": precision_counts(layers)}
+
+    def kernel_breakdown(self) -> Breakdown:
+        """IProfiler layer times grouped like kernels (TensorRT layer names carry MatMul, Softmax, Quantize...)."""
+        from pytest_vitperf.kernels import breakdown
+
+        runs = 50
+        return breakdown({t.name: t.ms * runs for t in self.layer_times(runs)}, runs)
 
     def layers(self) -> list[Layer]:
         """Per-layer precision and tactic from the engine inspector (detailed with DETAILED profiling)."""

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     import torch
 
     from pytest_vitperf.env import Device
+    from pytest_vitperf.kernels import Breakdown
     from pytest_vitperf.options import Settings
 
 _DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "fp8": "bfloat16", "int8": "bfloat16"}
@@ -71,6 +72,11 @@ class TorchEngine:
 
     def describe(self) -> dict[str, Any]:
         return dict(self.info)
+
+    def kernel_breakdown(self) -> Breakdown:
+        from pytest_vitperf.kernels import profile
+
+        return profile(self.model, self.inputs, self.stream)
 
 
 class TorchBackend:

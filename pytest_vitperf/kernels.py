@@ -1,0 +1,98 @@
+"""Where an engine's time goes, by kind of kernel: the torch profiler's per-kernel device time (GPU) or per-op
+self time (CPU), grouped into GEMM, attention, quantize, normalisation and elementwise.
+
+This is the first question when a precision is not faster: if FP8 GEMMs got quicker but quantize kernels
+appeared around them, the GEMM share shrinks and the quantize share eats the gain. Grouping is by kernel name
+(cuBLAS/CUTLASS, flash attention, Triton kernels fused by Inductor, aten ops on a CPU), so it is a reading
+aid with an "other" bucket, not an exact accounting. The profiled run is separate from the timed one and runs
+the model without CUDA graph replay, so kernels are visible one by one.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+# First match wins. Quantize first: its names (QuantizeLinear, an Inductor kernel fusing abs/amax/cast) may also
+# say "linear"; GEMM kernel names carry element types (e4m3, i8) but never quantiz/amax.
+CATEGORIES: tuple[tuple[str, str], ...] = (
+    ("quantize", r"quantiz|amax|float8"),
+    ("attention", r"flash|fmha|attention|sdpa|softmax"),
+    ("gemm", r"gemm|matmul|_mm\b|_mm_|mm$|addmm|bmm|linear|cutlass|xmma|cublas|conv"),
+    ("norm", r"norm"),
+    ("elementwise", r"elementwise|vectorized|triton_poi|triton_per|triton_red|gelu|add|mul|copy|cat|clone"),
+)
+
+
+def category(name: str) -> str:
+    lowered = name.lower()
+    for cat, pattern in CATEGORIES:
+        if re.search(pattern, lowered):
+            return cat
+    return "other"
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    per_run_ms: float  # summed kernel (or op) time per inference
+    by_category: dict[str, float]  # ms per inference, largest first
+    top: list[tuple[str, float]] = field(default_factory=list)  # (kernel, ms per inference), slowest first
+    device: str = "cuda"
+
+    def line(self) -> str:
+        total = self.per_run_ms or 1.0
+        parts = ", ".join(f"{c} {ms / total:.0%}" for c, ms in self.by_category.items())
+        what = "kernel time" if self.device == "cuda" else "op self time"
+        return f"{self.per_run_ms:.3f} ms {what}: {parts}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"per_run_ms": self.per_run_ms, "by_category": self.by_category, "top": self.top}
+
+
+def breakdown(times_ms: dict[str, float], runs: int, device: str = "cuda", top: int = 5) -> Breakdown:
+    """Group total milliseconds per kernel name over `runs` inferences."""
+    by_cat: dict[str, float] = {}
+    for name, ms in times_ms.items():
+        by_cat[category(name)] = by_cat.get(category(name), 0.0) + ms / runs
+    slowest = sorted(times_ms.items(), key=lambda kv: -kv[1])[:top]
+    return Breakdown(
+        per_run_ms=sum(times_ms.values()) / runs,
+        by_category=dict(sorted(by_cat.items(), key=lambda kv: -kv[1])),
+        top=[(name, ms / runs) for name, ms in slowest],
+        device=device,
+    )
+
+
+def profile(model: Any, inputs: Any, stream: Any = None, runs: int = 10) -> Breakdown:
+    """Profile `runs` forward passes of `model` (on `stream` when given) and group the time."""
+    import torch
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    cuda = stream is not None
+    activities = [ProfilerActivity.CUDA] if cuda else [ProfilerActivity.CPU]
+    with torch.inference_mode():
+        model(inputs)  # anything lazy happens before the profiled runs
+        with torch_profile(activities=activities) as prof:
+            if cuda:
+                with torch.cuda.stream(stream):
+                    for _ in range(runs):
+                        model(inputs)
+                stream.synchronize()
+            else:
+                for _ in range(runs):
+                    model(inputs)
+    times: dict[str, float] = {}
+    for e in prof.key_averages():
+        if cuda:
+            us = float(getattr(e, "self_device_time_total", 0.0))
+            if getattr(e, "device_type", None) != torch.autograd.DeviceType.CUDA:
+                continue
+        else:
+            if not e.key.startswith("aten::"):
+                continue
+            us = float(e.self_cpu_time_total)
+        if us > 0:
+            times[e.key] = times.get(e.key, 0.0) + us / 1000.0
+    return breakdown(times, runs, "cuda" if cuda else "cpu")
