@@ -19,7 +19,7 @@ from typing import Any
 CATEGORIES: tuple[tuple[str, str], ...] = (
     ("quantize", r"quantiz|amax|float8"),
     ("attention", r"flash|fmha|attention|sdpa|softmax"),
-    ("gemm", r"gemm|matmul|_mm\b|_mm_|mm$|addmm|bmm|linear|cutlass|xmma|cublas|conv"),
+    ("gemm", r"gemm|matmul|_mm\b|_mm_|mm$|addmm|bmm|linear|cutlass|xmma|cublas|nvjet|conv"),
     ("norm", r"norm"),
     ("elementwise", r"elementwise|vectorized|triton_poi|triton_per|triton_red|gelu|add|mul|copy|cat|clone"),
 )
@@ -44,7 +44,8 @@ class Breakdown:
         total = self.per_run_ms or 1.0
         parts = ", ".join(f"{c} {ms / total:.0%}" for c, ms in self.by_category.items())
         what = "kernel time" if self.device == "cuda" else "op self time"
-        return f"{self.per_run_ms:.3f} ms {what}: {parts}"
+        slowest = f"; slowest {self.top[0][0][:70]} ({self.top[0][1]:.3f} ms)" if self.top else ""
+        return f"{self.per_run_ms:.3f} ms {what}: {parts}{slowest}"
 
     def as_dict(self) -> dict[str, Any]:
         return {"per_run_ms": self.per_run_ms, "by_category": self.by_category, "top": self.top}
@@ -64,7 +65,7 @@ def breakdown(times_ms: dict[str, float], runs: int, device: str = "cuda", top: 
     )
 
 
-def profile(model: Any, inputs: Any, stream: Any = None, runs: int = 10) -> Breakdown:
+def profile(model: Any, inputs: Any, stream: Any = None, runs: int = 10, top: int = 5) -> Breakdown:
     """Profile `runs` forward passes of `model` (on `stream` when given) and group the time."""
     import torch
     from torch.profiler import ProfilerActivity
@@ -95,4 +96,4 @@ def profile(model: Any, inputs: Any, stream: Any = None, runs: int = 10) -> Brea
             us = float(e.self_cpu_time_total)
         if us > 0:
             times[e.key] = times.get(e.key, 0.0) + us / 1000.0
-    return breakdown(times, runs, "cuda" if cuda else "cpu")
+    return breakdown(times, runs, "cuda" if cuda else "cpu", top)

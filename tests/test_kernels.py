@@ -15,6 +15,7 @@ from pytest_vitperf.models import build_model
     [
         ("sm90_xmma_gemm_e4m3e4m3_e4m3f32_f16_tn_n_tilesize128x128x128", "gemm"),  # cuBLASLt FP8 GEMM
         ("ampere_fp16_s16816gemm_fp16_128x128_ldg8_f2f_stages_32x5_tn", "gemm"),
+        ("nvjet_hsh_256x128_64x4_2x1_v_bz_coopA_NNT", "gemm"),  # cuBLAS on Hopper
         ("aten::addmm", "gemm"),
         ("aten::mkldnn_convolution", "gemm"),
         ("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128>>", "attention"),
