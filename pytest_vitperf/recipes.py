@@ -19,7 +19,7 @@ ONNX export that carries the precision into a strongly typed TensorRT engine.
 Calibration runs deterministic synthetic images (a fixed seed) unless the caller passes an iterable of
 batches. Model Optimizer fake-quantizes the block formats (MXFP8, NVFP4) with GPU kernels only; on CPU tensors
 `cpu_quant.cpu_block_quant` supplies the same arithmetic, so every recipe calibrates and exports on a CPU (the
-vit_tiny exports made on a CPU and on an H200 are identical; tests/test_cpu_quant.py holds them to it).
+vit_tiny exports made on a CPU and on an H200 are identical; tests/test_engines.py holds them to it).
 Exports are cached by content hash (the model's weights, the recipe, the input shape, the opset).
 """
 

@@ -110,12 +110,10 @@ class TorchBackend:
 
         if precision not in _DTYPES:
             raise VitperfError(f"the torch backend builds {', '.join(_DTYPES)}, not {precision}")
-        if precision in _TORCHAO:
-            why = self.precision_reason(precision) or (
-                None if device.sm is not None else f"torchao's {precision} kernels need a CUDA GPU; none here"
-            )
-            if why is not None:
-                raise VitperfError(why)
+        if precision in _TORCHAO and device.sm is None:
+            raise VitperfError(f"torchao's {precision} kernels need a CUDA GPU; none here ({device.name})")
+        if (why := self.precision_reason(precision)) is not None:
+            raise VitperfError(why)
         dtype = getattr(torch, _DTYPES[precision])
         dev = torch.device(device.torch_device)
         gen = torch.Generator().manual_seed(INPUT_SEED)
