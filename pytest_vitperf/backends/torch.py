@@ -156,7 +156,7 @@ class TorchBackend:
                             engine.static_out = model(x)
                     except torch.cuda.OutOfMemoryError:
                         raise
-                    except RuntimeError as exc:  # e.g. a host sync inside (torchao's eager INT8 scales)
+                    except RuntimeError as exc:  # e.g. torchao's eager INT8 path, which capture refuses
                         reason = str(exc).splitlines()[0]
                         info["cuda_graph"] = f"capture refused ({reason}); timed as stream launches"
                         with torch.inference_mode():
