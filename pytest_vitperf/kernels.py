@@ -97,3 +97,27 @@ def profile(model: Any, inputs: Any, stream: Any = None, runs: int = 10, top: in
         if us > 0:
             times[e.key] = times.get(e.key, 0.0) + us / 1000.0
     return breakdown(times, runs, "cuda" if cuda else "cpu", top)
+
+
+def amdahl_ceiling(fraction: float, speedup: float) -> float:
+    """Whole-run speedup when `fraction` of the time gets `speedup` times faster and the rest stays."""
+    if not 0 <= fraction <= 1 or speedup <= 0:
+        raise ValueError(f"need 0 <= fraction <= 1 and speedup > 0, got {fraction}, {speedup}")
+    return 1.0 / ((1.0 - fraction) + fraction / speedup)
+
+
+def explain(reference: Breakdown, candidate: Breakdown) -> str:
+    """Why the candidate is (not) faster than the reference: how much faster its GEMMs got, what that alone
+    would give (Amdahl), and how much the time outside GEMMs moved."""
+    ref_gemm = reference.by_category.get("gemm", 0.0)
+    cand_gemm = candidate.by_category.get("gemm", 0.0)
+    if ref_gemm <= 0 or cand_gemm <= 0 or reference.per_run_ms <= 0:
+        return "no GEMM time recognised in both profiles; see the slowest kernels"
+    gemm_speedup = ref_gemm / cand_gemm
+    share = ref_gemm / reference.per_run_ms
+    other = (candidate.per_run_ms - cand_gemm) - (reference.per_run_ms - ref_gemm)
+    return (
+        f"GEMMs {gemm_speedup:.2f}x faster and {share:.0%} of the reference's time: "
+        f"{amdahl_ceiling(share, gemm_speedup):.2f}x if nothing else changed; "
+        f"time outside GEMMs {other:+.3f} ms; profiled {reference.per_run_ms / candidate.per_run_ms:.2f}x"
+    )

@@ -103,7 +103,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     session = get_session(config)
     if not session.measurements:
         return
-    from pytest_vitperf.report import summary
+    from pytest_vitperf.report import measurement_notes, summary
 
     tr = terminalreporter
     tr.write_sep("=", "vitperf summary")
@@ -116,12 +116,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             f"warning: {len(noisy)} measurement(s) with CoV above 2.5%; the GPU or host was busy or "
             "clocks moved. Re-run on an idle machine, or lengthen --vitperf-duration-ms."
         )
-    for m in session.measurements.values():
-        s = m.spec
-        if "cuda_graph" in s.options:  # the engine could not be captured: launch overhead is inside
-            tr.write_line(f"note: {s.model} {s.precision} b{s.batch}: CUDA graph {s.options['cuda_graph']}")
-        if "kernels_line" in s.options:
-            tr.write_line(f"kernels: {s.model} {s.precision} b{s.batch}: {s.options['kernels_line']}")
+    for line in measurement_notes(session.measurements):
+        tr.write_line(line)
     if session.baseline_rows or session.baseline_updates:
         from pytest_vitperf.report import baseline_summary
 

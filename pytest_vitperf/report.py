@@ -97,3 +97,26 @@ def baseline_summary(rows: list[BaselineRow], updates: list[str]) -> list[str]:
         out.append("record missing baselines with: pytest --gpu-bench <tests> --vitperf-update-baselines")
     out += updates
     return out
+
+
+def measurement_notes(measurements: dict[tuple[str, str, int, str], Measurement]) -> list[str]:
+    """Lines under the summary: engines timed without a CUDA graph, kernel breakdowns (--vitperf-kernels),
+    and for each profiled precision next to its profiled FP16 reference, the Amdahl reading of the two."""
+    from pytest_vitperf.kernels import Breakdown, explain
+
+    def profiled(key: tuple[str, str, int, str]) -> Breakdown | None:
+        m = measurements.get(key)
+        k = m.spec.options.get("kernels") if m is not None else None
+        return Breakdown(k["per_run_ms"], k["by_category"]) if k else None
+
+    lines = []
+    for (model, precision, batch, backend), m in measurements.items():
+        s, what = m.spec.options, f"{model} {precision} b{batch}"
+        if "cuda_graph" in s:  # the engine could not be captured: launch overhead is inside
+            lines.append(f"note: {what}: CUDA graph {s['cuda_graph']}")
+        if "kernels_line" in s:
+            lines.append(f"kernels: {what}: {s['kernels_line']}")
+        ref, cand = profiled((model, REFERENCE, batch, backend)), profiled((model, precision, batch, backend))
+        if precision != REFERENCE and ref is not None and cand is not None:
+            lines.append(f"why: {what} vs {REFERENCE}: {explain(ref, cand)}")
+    return lines

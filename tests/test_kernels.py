@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_vitperf.kernels import breakdown, category, profile
+from pytest_vitperf.kernels import Breakdown, amdahl_ceiling, breakdown, category, explain, profile
 from pytest_vitperf.models import build_model
 
 
@@ -48,3 +48,27 @@ def test_profile_of_a_tiny_vit_on_the_cpu() -> None:
     assert max(b.by_category, key=lambda c: b.by_category[c]) == "gemm"  # the Linears dominate a ViT
     assert {"attention", "norm"} <= set(b.by_category)
     assert b.line().startswith(f"{b.per_run_ms:.3f} ms op self time: gemm ")
+
+
+def test_explain_reads_a_breakdown_pair_the_amdahl_way() -> None:
+    """FP16: 6 ms of GEMMs in 10 ms. FP8: GEMMs 3 ms, plus 1 ms of new quantize kernels, the rest unchanged."""
+    fp16 = Breakdown(10.0, {"gemm": 6.0, "norm": 4.0})
+    fp8 = Breakdown(8.0, {"gemm": 3.0, "norm": 4.0, "quantize": 1.0})
+    assert explain(fp16, fp8) == (
+        "GEMMs 2.00x faster and 60% of the reference's time: 1.43x if nothing else changed; "
+        "time outside GEMMs +1.000 ms; profiled 1.25x"
+    )
+    assert explain(fp16, Breakdown(5.0, {"other": 5.0})).startswith("no GEMM time recognised")
+
+
+@given(st.floats(0, 1), st.floats(0.01, 100))
+def test_amdahl_ceiling_is_bounded_by_its_parts(fraction: float, speedup: float) -> None:
+    c = amdahl_ceiling(fraction, speedup)
+    assert min(1.0, speedup) - 1e-9 <= c <= max(1.0, speedup) + 1e-9
+    if fraction < 1 and speedup >= 1:
+        assert c <= 1 / (1 - fraction) + 1e-9  # the untouched part caps the gain
+
+
+def test_amdahl_ceiling_refuses_nonsense() -> None:
+    with pytest.raises(ValueError, match="need 0 <= fraction <= 1 and speedup > 0"):
+        amdahl_ceiling(1.5, 2.0)

@@ -207,5 +207,7 @@ def test_kernels_option_prints_where_the_time_goes(suite: pytest.Pytester) -> No
     lines = [x for x in result.stdout.lines if x.startswith("kernels: ")]
     assert len(lines) == 2  # one per measurement: fp32 and its fp16 reference
     assert all(" ms op self time: gemm " in x for x in lines), lines  # GEMMs lead a ViT on the CPU
+    (why,) = [x for x in result.stdout.lines if x.startswith("why: ")]
+    assert why.startswith("why: vit_tiny_patch16_224 fp32 b1 vs fp16: GEMMs ") and "if nothing else changed" in why
     without = suite.runpytest(*FAST, "--vitperf-precisions=fp32")
     assert not any(x.startswith("kernels: ") for x in without.stdout.lines)
