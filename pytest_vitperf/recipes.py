@@ -10,6 +10,8 @@ ONNX export that carries the precision into a strongly typed TensorRT engine.
 | | TensorRT needs for FP8 MHA fusion): timm attention becomes the zoo's 3D-bmm attention, whose operands |
 | | pass through quantizers |
 | int8 | INT8_DEFAULT_CFG (per-channel weights, per-tensor activations) |
+| int8-smoothquant | INT8_SMOOTHQUANT_CFG: per-channel smoothing scales move activation outliers into the weights; |
+| | the export multiplies each Linear's input by its `_pre_quant_scale` before quantizing |
 | mxfp8 | MXFP8_DEFAULT_CFG, Conv2d in FP8 (TensorRT's dynamic block quantize takes 2D/3D inputs only) |
 | nvfp4 | NVFP4_DEFAULT_CFG on every Linear, Conv2d in FP8 |
 | nvfp4-mlp-only | NVFP4_MLP_ONLY_CFG: only the MLP Linears, the partial coverage of seed 000 |
@@ -71,6 +73,7 @@ RECIPES: dict[str, Recipe] = {
         Recipe("fp8", "fp8", "FP8_DEFAULT_CFG"),
         Recipe("fp8-attn", "fp8", "FP8_DEFAULT_CFG", mha_fp8=True),
         Recipe("int8", "int8", "INT8_DEFAULT_CFG"),
+        Recipe("int8-smoothquant", "int8", "INT8_SMOOTHQUANT_CFG"),
         Recipe("mxfp8", "mxfp8", "MXFP8_DEFAULT_CFG", conv_fp8=True),
         Recipe("nvfp4", "nvfp4", "NVFP4_DEFAULT_CFG", conv_fp8=True),
         Recipe("nvfp4-mlp-only", "nvfp4", "NVFP4_MLP_ONLY_CFG", conv_fp8=True),

@@ -10,7 +10,7 @@ from pytest_vitperf.models import build_model
 from pytest_vitperf.recipes import export_onnx
 
 pytestmark = pytest.mark.gpu_bench
-FULL = ["fp8", "int8", "mxfp8", "nvfp4"]
+FULL = ["fp8", "int8", "int8-smoothquant", "mxfp8", "nvfp4"]
 PARTIAL = ["nvfp4-mlp-only"]
 
 

@@ -38,7 +38,8 @@ def exports(tiny: torch.nn.Module, cache: Path) -> dict[str, bytes]:
 
 
 def test_recipe_table() -> None:
-    assert set(RECIPES) >= {"fp16", "bf16", "fp8", "fp8-attn", "int8", "mxfp8", "nvfp4", "nvfp4-mlp-only"}
+    assert set(RECIPES) >= {"fp16", "bf16", "fp8", "fp8-attn", "int8", "int8-smoothquant", "mxfp8", "nvfp4"}
+    assert "nvfp4-mlp-only" in RECIPES
     assert {"fp16-sparse24", "fp8-sparse24"} <= set(RECIPES)
     assert all(r.precision in PRECISIONS for r in RECIPES.values())
     assert get_recipe("nvfp4").opset == 23 and get_recipe("fp8").opset == 20  # FP4 types need opset 23
@@ -84,6 +85,21 @@ def test_coverage_per_recipe(exports: dict[str, bytes], recipe: str, precision: 
     if recipe == "nvfp4-mlp-only":
         names = {x.name for x in report.high_precision}
         assert any("attn/qkv" in n for n in names) and any("attn/proj" in n for n in names)
+
+
+def test_int8_smoothquant_scales_every_linear_input(exports: dict[str, bytes], tiny: torch.nn.Module) -> None:
+    """SmoothQuant shows in the export as a Mul by each Linear's `_pre_quant_scale` ahead of its QuantizeLinear;
+    the default INT8 recipe has none. Coverage is the same: it changes scales, not what is quantized."""
+    smooth = onnx.load_from_string(export_onnx("int8-smoothquant", tiny, 1))
+    default = onnx.load_from_string(exports["int8"])
+
+    def smoothed(model: onnx.ModelProto) -> set[str]:
+        scales = {i.name for i in model.graph.initializer if i.name.endswith("input_quantizer._pre_quant_scale")}
+        return {x for n in model.graph.node if n.op_type == "Mul" for x in n.input if x in scales}
+
+    assert len(smoothed(smooth)) == 49 and smoothed(default) == set()  # 12 blocks x 4 Linears + the head
+    assert quantization_coverage(smooth).fraction_at("int8") == pytest.approx(0.857, abs=0.002)
+    assert build_engine(trt, "tensorrt-rtx", trt.__version__, smooth.SerializeToString(), TARGET).size_bytes > 5e6
 
 
 def test_fp16_sparse24_weights_are_two_of_four(exports: dict[str, bytes]) -> None:
