@@ -17,8 +17,8 @@ What the GPU kernels compute, reproduced here in FP32:
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -34,11 +34,11 @@ NVFP4 = ((2, 1), (4, 3))  # (element (E, M), scale (E, M))
 MXFP8 = ((4, 3), (8, 0))
 
 
-def _round(fmt_round: object, t: torch.Tensor) -> torch.Tensor:
+def _round(fmt_round: Callable[[Any], Any], t: torch.Tensor) -> torch.Tensor:
     import torch
 
     # FP32 values are exact in float64, so the reference rounding gives the FP32 kernel's result.
-    return torch.from_numpy(fmt_round(t.double().numpy()).astype(np.float32))  # type: ignore[operator]
+    return torch.from_numpy(np.asarray(fmt_round(t.double().numpy()), dtype=np.float32))
 
 
 def _blocks(x: torch.Tensor, block: int) -> torch.Tensor:

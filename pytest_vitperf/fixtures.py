@@ -95,8 +95,7 @@ def bench(vitperf_session: VitperfSession, request: pytest.FixtureRequest) -> Ca
             return vitperf_session.measurements[spec.key]
         samples = sample(engine.launch, engine.clock, **vitperf_session.timing())
         if vitperf_session.settings.kernels:
-            kernels = engine.kernel_breakdown()
-            spec = replace(spec, options={**spec.options, "kernels": kernels.as_dict(), "kernels_line": kernels.line()})
+            spec = replace(spec, options={**spec.options, "kernels": engine.kernel_breakdown().as_dict()})
         m = Measurement(spec, tuple(samples))
         vitperf_session.record(m, request.node.nodeid)
         _add_to_pytest_benchmark(request, m)

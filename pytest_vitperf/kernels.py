@@ -48,7 +48,12 @@ class Breakdown:
         return f"{self.per_run_ms:.3f} ms {what}: {parts}{slowest}"
 
     def as_dict(self) -> dict[str, Any]:
-        return {"per_run_ms": self.per_run_ms, "by_category": self.by_category, "top": self.top}
+        return {"per_run_ms": self.per_run_ms, "by_category": self.by_category, "top": self.top, "device": self.device}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Breakdown:
+        top = [(str(name), float(ms)) for name, ms in d.get("top", [])]
+        return cls(float(d["per_run_ms"]), dict(d["by_category"]), top, str(d.get("device", "cuda")))
 
 
 def breakdown(times_ms: dict[str, float], runs: int, device: str = "cuda", top: int = 5) -> Breakdown:

@@ -107,16 +107,17 @@ def measurement_notes(measurements: dict[tuple[str, str, int, str], Measurement]
     def profiled(key: tuple[str, str, int, str]) -> Breakdown | None:
         m = measurements.get(key)
         k = m.spec.options.get("kernels") if m is not None else None
-        return Breakdown(k["per_run_ms"], k["by_category"]) if k else None
+        return Breakdown.from_dict(k) if k else None
 
     lines = []
     for (model, precision, batch, backend), m in measurements.items():
-        s, what = m.spec.options, f"{model} {precision} b{batch}"
-        if "cuda_graph" in s:  # the engine could not be captured: launch overhead is inside
-            lines.append(f"note: {what}: CUDA graph {s['cuda_graph']}")
-        if "kernels_line" in s:
-            lines.append(f"kernels: {what}: {s['kernels_line']}")
-        ref, cand = profiled((model, REFERENCE, batch, backend)), profiled((model, precision, batch, backend))
+        what = f"{model} {precision} b{batch}"
+        if "cuda_graph" in m.spec.options:  # the engine could not be captured: launch overhead is inside
+            lines.append(f"note: {what}: CUDA graph {m.spec.options['cuda_graph']}")
+        cand = profiled((model, precision, batch, backend))
+        if cand is not None:
+            lines.append(f"kernels: {what}: {cand.line()}")
+        ref = profiled((model, REFERENCE, batch, backend))
         if precision != REFERENCE and ref is not None and cand is not None:
             lines.append(f"why: {what} vs {REFERENCE}: {explain(ref, cand)}")
     return lines

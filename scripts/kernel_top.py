@@ -1,4 +1,4 @@
-"""List the slowest GPU kernels of one eager forward pass with the category `--vitperf-kernels` gives each,
+"""List the slowest kernels (GPU) or aten ops (CPU) of a forward pass with the category `--vitperf-kernels` gives each,
 to see what a breakdown's buckets hold (and to extend pytest_vitperf/kernels.py when a new library's kernel
 names land in "other").
 
@@ -20,19 +20,23 @@ def main() -> None:
     args = ap.parse_args()
     warnings.simplefilter("ignore")
 
-    import torch
-
-    from pytest_vitperf.backends.torch import _DTYPES, _TORCHAO, _torchao_quantize
+    from pytest_vitperf.backends.torch import TorchBackend
+    from pytest_vitperf.env import probe_device
     from pytest_vitperf.kernels import category, profile
-    from pytest_vitperf.models import build_model, input_size
+    from pytest_vitperf.models import build_model
+    from pytest_vitperf.options import Settings
 
-    dtype = getattr(torch, _DTYPES[args.precision])
-    model = build_model(args.model).cuda().to(dtype).eval()
-    if args.precision in _TORCHAO:
-        _torchao_quantize(model, args.precision)
-    x = torch.randn(args.batch, *input_size(model), device="cuda", dtype=dtype)
-    b = profile(model, x, torch.cuda.Stream(), runs=3, top=args.top)
-    print(f"{args.model} {args.precision} b{args.batch} on {torch.cuda.get_device_name()}")
+    device = probe_device(0)
+    engine = TorchBackend().prepare(
+        build_model(args.model),
+        model_name=args.model,
+        precision=args.precision,
+        batch=args.batch,
+        device=device,
+        settings=Settings(cuda_graph=False),
+    )
+    b = profile(engine.model, engine.inputs, engine.stream, runs=3, top=args.top)
+    print(f"{args.model} {args.precision} b{args.batch} on {device.name}")
     print(b.line())
     for name, ms in b.top:
         print(f"  {ms:7.3f} ms  {category(name):11s} {name[:150]}")
