@@ -114,7 +114,21 @@ def _show(args: argparse.Namespace) -> int:
     from pytest_vitperf.precision import PRECISIONS
 
     path = Path(args.path)
+    if not path.exists():
+        print(
+            f"vitperf show: {path} does not exist; store baselines there with: "
+            f"pytest --gpu-bench suites/ --vitperf-baseline-dir {path} --vitperf-update-baselines",
+            file=sys.stderr,
+        )
+        return 2
     items = list(read_file(path).values()) if path.is_file() else list(JsonDirStorage(path).all())
+    if not items:
+        print(
+            f"vitperf show: no baselines under {path} (<backend>/<version>/<gpu>/<model>.json); store some with: "
+            f"pytest --gpu-bench suites/ --vitperf-baseline-dir {path} --vitperf-update-baselines",
+            file=sys.stderr,
+        )
+        return 1
     order = list(PRECISIONS)
     items.sort(
         key=lambda b: (

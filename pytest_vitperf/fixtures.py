@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_vitperf.backends.base import VitperfError
-from pytest_vitperf.floor import Floor
+from pytest_vitperf.floor import Floor, FloorsFileError
 from pytest_vitperf.measurement import Measurement
 from pytest_vitperf.models import MODEL_NAMES, canonical_model_name
 from pytest_vitperf.precision import get_precision
@@ -31,6 +31,13 @@ def get_session(config: pytest.Config) -> VitperfSession:
 @pytest.fixture(scope="session")
 def vitperf_session(pytestconfig: pytest.Config) -> VitperfSession:
     return get_session(pytestconfig)
+
+
+@pytest.fixture(scope="session")
+def vitperf_cache_dir(vitperf_session: VitperfSession, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where exports, engines and compiled kernels go: --vitperf-cache-dir, resolved, or else a folder of this
+    run's temporary directory (kept across tests, not across runs)."""
+    return vitperf_session.settings.cache_dir or tmp_path_factory.mktemp("vitperf-cache")
 
 
 @pytest.fixture
@@ -111,7 +118,14 @@ def speedup_floor(vitperf_session: VitperfSession, request: pytest.FixtureReques
     Read from --vitperf-floors, else floors.json beside the test module."""
 
     def find(model: str, precision: str, batch: int) -> Floor | None:
-        return vitperf_session.floor_for(Path(request.path).parent, model, precision, batch)
+        try:
+            return vitperf_session.floor_for(Path(request.path).parent, model, precision, batch)
+        except FloorsFileError as exc:
+            pytest.fail(
+                f"{exc}\nFix that file (format in pytest_vitperf/floor.py), then run again:\n"
+                f"  pytest --gpu-bench {request.node.nodeid!r}",
+                pytrace=False,
+            )
 
     return find
 

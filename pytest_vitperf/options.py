@@ -124,6 +124,13 @@ def parse_threshold(value: str) -> float:
     return v
 
 
+def parse_path(value: str) -> str:
+    """A file or folder; resolved later, against the folder it was given in (settings_from_config)."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError("an empty path; give a file or folder, e.g. .vitperf-cache")
+    return value.strip()
+
+
 def parse_bool(value: str) -> bool:
     v = value.strip().lower()
     if v in ("1", "true", "yes", "on"):
@@ -196,16 +203,16 @@ OPTIONS: tuple[_Option, ...] = (
         "MODE",
         "torch backend: torch.compile mode (off, default, max-autotune). Default: off.",
     ),
-    _Option(CACHE_DIR, str, "DIR", "directory for engines and compile caches. Default: none (nothing written)."),
+    _Option(CACHE_DIR, parse_path, "DIR", "directory for engines and compile caches. Default: none (nothing written)."),
     _Option(
         FLOORS,
-        str,
+        parse_path,
         "FILE",
         "speedup floors file. Default: floors.json beside the test module.",
     ),
     _Option(
         BASELINE_DIR,
-        str,
+        parse_path,
         "DIR",
         "baselines folder (<backend>/<version>/<gpu>/<model>.json). Default: baselines/ in the rootdir, if any.",
     ),
@@ -287,37 +294,43 @@ class Settings:
 _DEFAULTS = Settings()
 
 
+PATH_SETTINGS = ("cache_dir", "floors", "baseline_dir")
+
+
 def _resolve(
     config: pytest.Config, dest: str, parse: Callable[[str], Any], flag: str, default: Any, ini: str = ""
-) -> Any:
+) -> tuple[Any, Path | None]:
+    """The value from the command line, else the ini file, else `default`, and the folder a relative path in
+    it is relative to: the invocation folder for the command line, the ini file's folder for the ini file."""
     cli = config.getoption(dest, default=None)
     if cli is not None:
-        return cli
+        return cli, config.invocation_params.dir
     ini = ini or dest
     raw = config.getini(ini)
     if isinstance(raw, str) and raw.strip():
         try:
-            return parse(raw)
+            return parse(raw), (config.inipath.parent if config.inipath else config.rootpath)
         except argparse.ArgumentTypeError as exc:
             raise pytest.UsageError(f"ini option {ini} (same as {flag}): {exc}") from None
-    return default
+    return default, None
 
 
 def settings_from_config(config: pytest.Config) -> Settings:
+    """The one place where options become values: suites and fixtures read `Settings`, never `getoption`."""
     values: dict[str, Any] = {}
     for opt in OPTIONS:
         attr = opt.ini.removeprefix("vitperf_")
-        values[attr] = _resolve(config, opt.ini, opt.parse, opt.flag, getattr(_DEFAULTS, attr))
-    values["enabled"] = _resolve(config, _dest(GPU_BENCH), parse_bool, GPU_BENCH, False, ini=GPU_BENCH_INI)
-    values["cuda_graph"] = _resolve(config, _dest(CUDA_GRAPH), parse_bool, CUDA_GRAPH, True)
+        value, base = _resolve(config, opt.ini, opt.parse, opt.flag, getattr(_DEFAULTS, attr))
+        if attr in PATH_SETTINGS and value is not None:
+            path = Path(value).expanduser()
+            value = path if path.is_absolute() or base is None else base / path
+        values[attr] = value
+    values["enabled"] = _resolve(config, _dest(GPU_BENCH), parse_bool, GPU_BENCH, False, ini=GPU_BENCH_INI)[0]
+    values["cuda_graph"] = _resolve(config, _dest(CUDA_GRAPH), parse_bool, CUDA_GRAPH, True)[0]
     for flag, _ in FLAGS:
-        values[_dest(flag).removeprefix("vitperf_")] = _resolve(config, _dest(flag), parse_bool, flag, False)
+        values[_dest(flag).removeprefix("vitperf_")] = _resolve(config, _dest(flag), parse_bool, flag, False)[0]
 
     root = Path(str(config.rootpath))
     if values["baseline_dir"] is None and (root / "baselines").is_dir():
         values["baseline_dir"] = root / "baselines"
-    for key in ("cache_dir", "floors", "baseline_dir"):
-        if values[key] is not None:
-            p = Path(values[key]).expanduser()
-            values[key] = p if p.is_absolute() else (Path.cwd() / p)
     return Settings(rootdir=root, **values)

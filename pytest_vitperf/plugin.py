@@ -19,6 +19,7 @@ from pytest_vitperf.fixtures import (  # noqa: F401  (fixtures are registered by
     get_session,
     speedup_floor,
     vit_model,
+    vitperf_cache_dir,
     vitperf_session,
 )
 from pytest_vitperf.options import GPU_BENCH, add_options, settings_from_config

@@ -22,22 +22,21 @@ def vit_base():
     return model.cuda() if torch.cuda.is_available() else model
 
 
-def coverage_of(recipe, model, request, tmp_path_factory):
-    cache = request.config.getoption("vitperf_cache_dir") or tmp_path_factory.getbasetemp() / "vitperf-cache"
-    report = quantization_coverage(onnx.load_from_string(export_onnx(recipe, model, 1, cache_dir=cache)))
+def coverage_of(recipe, model, request, cache_dir):
+    report = quantization_coverage(onnx.load_from_string(export_onnx(recipe, model, 1, cache_dir=cache_dir)))
     request.node.user_properties.append(("coverage", report.summary()))
     return report
 
 
 @pytest.mark.parametrize("recipe", FULL)
-def test_full_recipes_cover_95_percent(vit_base, recipe, request, tmp_path_factory):
-    report = coverage_of(recipe, vit_base, request, tmp_path_factory)
+def test_full_recipes_cover_95_percent(vit_base, recipe, request, vitperf_cache_dir):
+    report = coverage_of(recipe, vit_base, request, vitperf_cache_dir)
     assert report.fraction >= 0.95, report.summary()
 
 
 @pytest.mark.parametrize("recipe", PARTIAL)
-def test_partial_recipe_reports_its_coverage(vit_base, recipe, request, tmp_path_factory):
-    report = coverage_of(recipe, vit_base, request, tmp_path_factory)
+def test_partial_recipe_reports_its_coverage(vit_base, recipe, request, vitperf_cache_dir):
+    report = coverage_of(recipe, vit_base, request, vitperf_cache_dir)
     print(f"{recipe}: {report.summary()}")
     assert 0.3 < report.fraction < 0.95, report.summary()
     assert {x.name.split("/")[-2] for x in report.high_precision} >= {"qkv", "proj"}

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from pytest_vitperf.cli import main
@@ -24,3 +26,17 @@ def test_unknown_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) ->
     with pytest.raises(SystemExit) as info:
         main(["frobnicate"])
     assert info.value.code == 2 and "invalid choice" in capsys.readouterr().err
+
+
+def test_show_of_a_missing_folder_says_so_and_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "nonexistent"
+    assert main(["show", str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert f"{missing} does not exist" in err and "--vitperf-update-baselines" in err
+    assert not missing.exists()  # looking never creates it
+
+
+def test_show_of_an_empty_folder_says_so_and_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["show", str(tmp_path)]) == 1
+    captured = capsys.readouterr()
+    assert f"no baselines under {tmp_path}" in captured.err and captured.out == ""
