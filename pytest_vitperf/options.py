@@ -297,22 +297,34 @@ _DEFAULTS = Settings()
 PATH_SETTINGS = ("cache_dir", "floors", "baseline_dir")
 
 
+def _anchored(value: str, base: Path) -> Path:
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else base / path
+
+
 def _resolve(
-    config: pytest.Config, dest: str, parse: Callable[[str], Any], flag: str, default: Any, ini: str = ""
-) -> tuple[Any, Path | None]:
-    """The value from the command line, else the ini file, else `default`, and the folder a relative path in
-    it is relative to: the invocation folder for the command line, the ini file's folder for the ini file."""
+    config: pytest.Config,
+    dest: str,
+    parse: Callable[[str], Any],
+    flag: str,
+    default: Any,
+    ini: str = "",
+    is_path: bool = False,
+) -> Any:
+    """The command line's value, else the ini file's, else `default`. A relative path is taken from the folder
+    pytest was started in when given on the command line, from the ini file's folder when given there."""
     cli = config.getoption(dest, default=None)
     if cli is not None:
-        return cli, config.invocation_params.dir
+        return _anchored(cli, config.invocation_params.dir) if is_path else cli
     ini = ini or dest
     raw = config.getini(ini)
     if isinstance(raw, str) and raw.strip():
         try:
-            return parse(raw), (config.inipath.parent if config.inipath else config.rootpath)
+            value = parse(raw)
         except argparse.ArgumentTypeError as exc:
             raise pytest.UsageError(f"ini option {ini} (same as {flag}): {exc}") from None
-    return default, None
+        return _anchored(value, config.inipath.parent if config.inipath else config.rootpath) if is_path else value
+    return default
 
 
 def settings_from_config(config: pytest.Config) -> Settings:
@@ -320,15 +332,12 @@ def settings_from_config(config: pytest.Config) -> Settings:
     values: dict[str, Any] = {}
     for opt in OPTIONS:
         attr = opt.ini.removeprefix("vitperf_")
-        value, base = _resolve(config, opt.ini, opt.parse, opt.flag, getattr(_DEFAULTS, attr))
-        if attr in PATH_SETTINGS and value is not None:
-            path = Path(value).expanduser()
-            value = path if path.is_absolute() or base is None else base / path
-        values[attr] = value
-    values["enabled"] = _resolve(config, _dest(GPU_BENCH), parse_bool, GPU_BENCH, False, ini=GPU_BENCH_INI)[0]
-    values["cuda_graph"] = _resolve(config, _dest(CUDA_GRAPH), parse_bool, CUDA_GRAPH, True)[0]
+        default = getattr(_DEFAULTS, attr)
+        values[attr] = _resolve(config, opt.ini, opt.parse, opt.flag, default, is_path=attr in PATH_SETTINGS)
+    values["enabled"] = _resolve(config, _dest(GPU_BENCH), parse_bool, GPU_BENCH, False, ini=GPU_BENCH_INI)
+    values["cuda_graph"] = _resolve(config, _dest(CUDA_GRAPH), parse_bool, CUDA_GRAPH, True)
     for flag, _ in FLAGS:
-        values[_dest(flag).removeprefix("vitperf_")] = _resolve(config, _dest(flag), parse_bool, flag, False)[0]
+        values[_dest(flag).removeprefix("vitperf_")] = _resolve(config, _dest(flag), parse_bool, flag, False)
 
     root = Path(str(config.rootpath))
     if values["baseline_dir"] is None and (root / "baselines").is_dir():
