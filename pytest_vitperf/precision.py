@@ -46,8 +46,8 @@ _TABLE = (
     Precision("fp32", "FP32", "FP32 CUDA cores", min_sm=70, cpu=True),
     Precision("fp16", "FP16", "FP16 tensor cores", min_sm=80, cpu=True),
     Precision("bf16", "BF16", "BF16 tensor cores", min_sm=80, cpu=True),
-    Precision("int8", "INT8", "INT8 tensor cores", min_sm=75),  # torch: torchao (torch._int_mm)
-    Precision("fp8", "FP8 E4M3", "FP8 tensor cores", min_sm=89),  # torch: torchao (torch._scaled_mm)
+    Precision("int8", "INT8", "INT8 tensor cores", min_sm=75),  # torch: realquant (torch._int_mm)
+    Precision("fp8", "FP8 E4M3", "FP8 tensor cores", min_sm=89),  # torch: realquant (torch._scaled_mm)
     Precision(
         "mxfp8",
         "MXFP8",

@@ -48,22 +48,7 @@ def test_precision_the_backend_does_not_build_names_the_ones_that_do() -> None:
     reason = unsupported_reason("mxfp8", RTX_PRO, "torch")
     assert reason is not None
     assert "torch backend" in reason and "tensorrt, tensorrt-rtx" in reason and "--vitperf-backend" in reason
-    assert unsupported_reason("fp8", H100, "torch") is None  # torchao
-
-
-def test_torch_low_precision_needs_torchao() -> None:
-    import importlib.util
-
-    from pytest_vitperf.backends.torch import TorchBackend
-
-    reason = TorchBackend().precision_reason("fp8")
-    if importlib.util.find_spec("torchao") is None:
-        assert reason == (
-            "the torch backend builds fp8 with torchao, which is not installed: pip install 'pytest-vitperf[torchao]'"
-        )
-    else:
-        assert reason is None
-    assert TorchBackend().precision_reason("fp16") is None
+    assert unsupported_reason("fp8", H100, "torch") is None  # realquant: torch._scaled_mm
 
 
 def test_unknown_precision_lists_valid_ones() -> None:
