@@ -37,7 +37,7 @@ STRICT = "--vitperf-strict"
 KERNELS = "--vitperf-kernels"
 
 BACKEND_NAMES = ("auto", "torch", "tensorrt", "tensorrt-rtx")
-COMPILE_MODES = ("off", "default", "max-autotune")
+COMPILE_MODES = ("auto", "off", "default", "max-autotune")
 
 T = TypeVar("T")
 
@@ -201,7 +201,8 @@ OPTIONS: tuple[_Option, ...] = (
         COMPILE,
         _choice(COMPILE_MODES),
         "MODE",
-        "torch backend: torch.compile mode (off, default, max-autotune). Default: off.",
+        "torch backend: torch.compile mode (auto, off, default, max-autotune). Default: auto, which compiles every "
+        "precision in the default mode on a GPU (as a deployment runs fused kernels) and runs eagerly on a CPU.",
     ),
     _Option(CACHE_DIR, parse_path, "DIR", "directory for engines and compile caches. Default: none (nothing written)."),
     _Option(
@@ -280,7 +281,7 @@ class Settings:
     duration_ms: float = 3000.0
     min_iterations: int = 10
     cuda_graph: bool = True
-    compile: str = "off"
+    compile: str = "auto"
     cache_dir: Path | None = None
     floors: Path | None = None
     baseline_dir: Path | None = None

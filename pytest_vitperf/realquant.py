@@ -96,7 +96,10 @@ def int8_linear(
 
         def gemm(self, x: torch.Tensor) -> torch.Tensor:
             xq = torch.round(x.float() / self.x_scale).clamp(-INT8_MAX, INT8_MAX).to(torch.int8)
-            y = torch._int_mm(xq, self.weight.t()).float() * self.out_scale
+            rows = xq.shape[0]
+            if rows <= 16:  # _int_mm wants more than 16 rows (the head at batch 1 has one): pad with zeros
+                xq = torch.nn.functional.pad(xq, (0, 0, 0, 17 - rows))
+            y = torch._int_mm(xq, self.weight.t())[:rows].float() * self.out_scale
             if self.bias is not None:
                 y = y + self.bias
             return y.to(self.out_dtype)

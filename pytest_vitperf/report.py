@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from pytest_vitperf.measurement import NOISY_COV, Measurement
+from pytest_vitperf.measurement import NOISY_COV, Measurement, Spec
 from pytest_vitperf.precision import PRECISIONS, REFERENCE
 from pytest_vitperf.session import BaselineRow, Verdict
 
@@ -13,6 +13,7 @@ COLUMNS = (
     "precision",
     "batch",
     "backend",
+    "mode",
     "median ms",
     "p90 ms",
     "p99 ms",
@@ -31,6 +32,14 @@ def table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
         return "  ".join(str(c).ljust(w) for c, w in zip(cells, widths, strict=False)).rstrip()
 
     return [fmt(header), fmt(["-" * w for w in widths]), *(fmt(r) for r in rows)]
+
+
+def run_mode(spec: Spec) -> str:
+    """How the engine ran: compiled or eager; on a GPU, replayed as a CUDA graph or launched op by op."""
+    compiled = spec.options.get("compile")
+    launch = "" if spec.sm is None else "graph" if spec.options.get("mode") == "cuda-graph" else "launches"
+    how = {None: "", "off": "eager", "default": "compiled"}.get(compiled, f"compiled ({compiled})")
+    return ", ".join(p for p in (how, launch) if p) or "-"
 
 
 def _verdict(m: Measurement, ref: Measurement | None, verdict: Verdict | None) -> str:
@@ -68,6 +77,7 @@ def summary(measurements: Iterable[Measurement], verdicts: dict[tuple[str, str, 
                 s.precision,
                 str(s.batch),
                 s.backend,
+                run_mode(s),
                 f"{m.median:.3f}",
                 f"{m.p90:.3f}",
                 f"{m.p99:.3f}",

@@ -17,6 +17,7 @@ def main() -> None:
     ap.add_argument("--precision", default="fp16", choices=("fp32", "fp16", "bf16", "fp8", "int8"))
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--top", type=int, default=12)
+    ap.add_argument("--compile", default="off", choices=("off", "default", "max-autotune"))
     args = ap.parse_args()
     warnings.simplefilter("ignore")
 
@@ -33,10 +34,10 @@ def main() -> None:
         precision=args.precision,
         batch=args.batch,
         device=device,
-        settings=Settings(cuda_graph=False),
+        settings=Settings(cuda_graph=False, compile=args.compile),
     )
     b = profile(engine.model, engine.inputs, engine.stream, runs=3, top=args.top)
-    print(f"{args.model} {args.precision} b{args.batch} on {device.name}")
+    print(f"{args.model} {args.precision} b{args.batch} compile {args.compile} on {device.name}")
     print(b.line())
     for name, ms in b.top:
         print(f"  {ms:7.3f} ms  {category(name):11s} {name[:150]}")

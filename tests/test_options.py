@@ -22,7 +22,7 @@ BAD = [
     ("--vitperf-duration-ms=soon", "'soon' is not a number of ms >= 0"),
     ("--vitperf-min-iterations=0", "'0' is not a whole number >= 1"),
     ("--vitperf-min-iterations=2.5", "'2.5' is not a whole number >= 1"),
-    ("--vitperf-compile=fast", "'fast' is not one of: off, default, max-autotune"),
+    ("--vitperf-compile=fast", "'fast' is not one of: auto, off, default, max-autotune"),
     ("--vitperf-regression-threshold=lots", "'lots' is not a relative change such as 0.05 or 5%"),
     ("--vitperf-regression-threshold=-1%", "'-1%' is not a relative change"),
 ]
@@ -43,7 +43,7 @@ INI_BAD = [
     ("vitperf_warmup_ms", "x", "not a number of ms"),
     ("vitperf_duration_ms", "-5", "not a number of ms"),
     ("vitperf_min_iterations", "0", "not a whole number"),
-    ("vitperf_compile", "yes", "not one of: off, default"),
+    ("vitperf_compile", "yes", "not one of: auto, off, default"),
     ("vitperf_cuda_graph", "maybe", "not a boolean"),
     ("vitperf_gpu_bench", "perhaps", "not a boolean"),
     ("vitperf_update_baselines", "sometimes", "not a boolean"),
@@ -182,3 +182,9 @@ def test_compile_uses_the_cache_dir_for_inductor(suite: pytest.Pytester) -> None
     result.assert_outcomes(passed=1)
     assert only(data, "fp32")["options"]["compile"] == "default"
     assert any((cache / "inductor").iterdir())
+
+
+def test_compile_auto_is_eager_on_a_cpu_and_the_summary_says_how_it_ran(suite: pytest.Pytester) -> None:
+    result, data = run_json(suite, "--vitperf-precisions=fp32")
+    assert only(data, "fp32")["options"]["compile"] == "off"  # auto resolves to eager without a GPU
+    result.stdout.fnmatch_lines(["model * backend  mode * median ms*", "vit_tiny_patch16_224  fp32 * torch    eager *"])
