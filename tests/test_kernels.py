@@ -21,6 +21,14 @@ from pytest_vitperf.models import build_model
         ("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128>>", "attention"),
         ("aten::_scaled_dot_product_flash_attention_for_cpu", "attention"),
         ("triton_red_fused_abs_amax_0", "quantize"),
+        # Inductor's static-scale quantize fused into GELU / LayerNorm, from a compiled FP8 / INT8 ViT-B on an H100
+        ("triton_poi_fused__scaled_mm__to_copy_clamp_div_gelu_t_view_3", "quantize"),
+        ("triton_per_fused__scaled_mm__to_copy_add_clamp_div_native_layer_norm_t_view_7", "quantize"),
+        ("triton_poi_fused__to_copy_add_clamp_div_gelu_mul_round_view_6", "quantize"),
+        ("nvjet_sm90_qqhsh_192x192_128x4_1x2_h_bz_coopB_bias_TNN", "gemm"),  # its FP8 GEMM
+        ("cutlass_80_tensorop_i16832gemm_s8_128x64_128x3_tn_align16", "gemm"),  # its INT8 GEMM
+        ("triton_poi_fused_gelu_view_2", "elementwise"),
+        ("triton_per_fused_add_native_layer_norm_view_6", "norm"),
         ("blocks.0.mlp.fc1.input_quantizer/QuantizeLinear", "quantize"),
         ("triton_per_fused_native_layer_norm_1", "norm"),
         ("void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl>", "elementwise"),
