@@ -98,6 +98,7 @@ def test_fp8_and_int8_run_real_gemms_with_calibrated_static_scales(precision: st
     assert info["quantization"].startswith(f"{converted} Linears in {precision}"), info["quantization"]
     # the Linears hold 1-byte weights: the model shrinks to well under the FP16 one's 2 bytes a weight
     assert info["weight_bytes"] < 0.6 * fp16.describe()["weight_bytes"]
+    assert info["parameters"] == fp16.describe()["parameters"]
     with torch.no_grad():
         reference = build_model("vit_tiny")(engine.inputs.float())  # the same seeded weights, in FP32
     out = engine.output()

@@ -138,6 +138,7 @@ class TorchBackend:
         compile_mode = resolve_compile(settings.compile, device)
         gen = torch.Generator().manual_seed(INPUT_SEED)
         x = torch.randn(batch, *input_size(model), generator=gen).to(dev, dtype)
+        parameters = sum(p.numel() for p in model.parameters())  # before FP8/INT8 weights become buffers
         quantized = None
         if precision in _REAL_QUANT:
             from pytest_vitperf.realquant import convert
@@ -152,8 +153,8 @@ class TorchBackend:
             "backend": "torch",
             "dtype": str(dtype).removeprefix("torch."),
             "device": str(dev),
-            "parameters": sum(p.numel() for p in model.parameters()),
-            "weight_bytes": sum(t.numel() * t.element_size() for t in tensors),  # FP8/INT8 weights are buffers
+            "parameters": parameters,
+            "weight_bytes": sum(t.numel() * t.element_size() for t in tensors),
             "compile": compile_mode,
         }
         if quantized is not None:
