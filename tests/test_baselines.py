@@ -134,7 +134,9 @@ def test_regression_needs_both_threshold_and_significance() -> None:
 samples_st = st.lists(st.floats(1.0, 100.0), min_size=3, max_size=40)
 
 
-@given(samples_st, samples_st, st.floats(0.01, 100.0))
+# Powers of two scale exactly: any other factor can round two distinct samples into a tie (100 and 99.99999999999999
+# times 10.728 are one float), which changes Mann-Whitney's ranks and is not a property of the comparison.
+@given(samples_st, samples_st, st.integers(-7, 7).map(lambda k: 2.0**k))
 def test_comparison_is_scale_invariant(a: list[float], b: list[float], c: float) -> None:
     x = compare(float(np.median(a)), float(np.median(b)), baseline_samples=a, current_samples=b)
     y = compare(
