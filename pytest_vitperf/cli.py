@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from dataclasses import astuple
 from pathlib import Path
 
 from pytest_vitperf.report import table
@@ -80,38 +81,26 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _import_trtexec(args: argparse.Namespace) -> int:
-    from datetime import date
-
-    from pytest_vitperf.baselines.store import Baseline, BaselineKey, JsonDirStorage
+    from pytest_vitperf.baselines.gate import to_baseline
+    from pytest_vitperf.baselines.store import JsonDirStorage
     from pytest_vitperf.baselines.trtexec import read_compute_ms
     from pytest_vitperf.measurement import Measurement, Spec
 
     samples = read_compute_ms(args.file)
     spec = Spec(args.model, args.precision, args.batch, args.backend, args.version, args.gpu, timer="trtexec")
     m = Measurement(spec, tuple(samples))
-    key = BaselineKey(args.backend, args.version, args.gpu, args.model, args.precision, args.batch)
-    b = Baseline(
-        key=key,
-        statistic="median",
-        value=m.median,
-        stats=m.stats(),
-        samples=m.samples_ms,
-        provenance={
-            "kind": "imported",
-            "source": str(args.file),
-            "tool": "trtexec --exportTimes",
-            "date": str(date.today()),
-        },
-    )
+    provenance = {"kind": "imported", "source": str(args.file), "tool": "trtexec --exportTimes"}
+    b = to_baseline(m, {}, provenance)
     storage = JsonDirStorage(args.baseline_dir)
     storage.put([b])
-    print(f"{storage.path(key)}: {key.entry} median {m.median:.3f} ms from {m.n} computeMs samples (CoV {m.cov:.1%})")
+    where = f"{storage.path(b.key)}: {b.key.entry}"
+    print(f"{where} median {m.median:.3f} ms from {m.n} computeMs samples (CoV {m.cov:.1%})")
     return 0
 
 
 def _show(args: argparse.Namespace) -> int:
     from pytest_vitperf.baselines.store import JsonDirStorage, read_file
-    from pytest_vitperf.precision import PRECISIONS
+    from pytest_vitperf.precision import sort_key
 
     path = Path(args.path)
     if not path.exists():
@@ -129,17 +118,7 @@ def _show(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    order = list(PRECISIONS)
-    items.sort(
-        key=lambda b: (
-            b.key.backend,
-            b.key.backend_version,
-            b.key.gpu,
-            b.key.model,
-            b.key.batch,
-            order.index(b.key.precision) if b.key.precision in order else len(order),
-        )
-    )
+    items.sort(key=lambda b: (*astuple(b.key)[:5], sort_key(b.key.precision)))
     rows = [
         (
             b.key.backend,

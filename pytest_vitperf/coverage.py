@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_vitperf.onnx_graph import SHAPE_OPS, consumers, infer_shapes, is_dq, load, producers
+from pytest_vitperf.onnx_graph import SHAPE_OPS, Graph, infer_shapes, is_dq, load
 
 GEMM_OPS = ("MatMul", "Gemm", "Conv")
 _NARROWEST_FIRST = ["nvfp4", "fp4", "mxfp8", "fp8", "fp8-e5m2", "int8", "quantized", "high"]
@@ -28,7 +28,9 @@ _TYPE_PRECISION = {
 
 
 @dataclass(frozen=True)
-class Layer:
+class Gemm:
+    """One GEMM node of an ONNX graph (MatMul, Gemm, Conv) and the precision its inputs arrive in."""
+
     name: str
     op: str
     flops: int
@@ -38,15 +40,15 @@ class Layer:
 
 @dataclass
 class CoverageReport:
-    layers: list[Layer] = field(default_factory=list)
+    gemms: list[Gemm] = field(default_factory=list)
 
     @property
     def total_flops(self) -> int:
-        return sum(x.flops for x in self.layers)
+        return sum(x.flops for x in self.gemms)
 
     def flops_by_precision(self) -> dict[str, int]:
         out: dict[str, int] = {}
-        for x in self.layers:
+        for x in self.gemms:
             out[x.precision] = out.get(x.precision, 0) + x.flops
         return out
 
@@ -54,7 +56,7 @@ class CoverageReport:
     def fraction(self) -> float:
         """Share of GEMM FLOPs with quantized inputs, any precision."""
         total = self.total_flops
-        return sum(x.flops for x in self.layers if x.precision != "high") / total if total else 0.0
+        return sum(x.flops for x in self.gemms if x.precision != "high") / total if total else 0.0
 
     def fraction_at(self, precision: str) -> float:
         total = self.total_flops
@@ -62,12 +64,12 @@ class CoverageReport:
 
     @property
     def attention_quantized(self) -> bool | None:
-        att = [x for x in self.layers if x.attention]
+        att = [x for x in self.gemms if x.attention]
         return None if not att else all(x.precision != "high" for x in att)
 
     @property
-    def high_precision(self) -> list[Layer]:
-        return sorted((x for x in self.layers if x.precision == "high"), key=lambda x: -x.flops)
+    def high_precision(self) -> list[Gemm]:
+        return sorted((x for x in self.gemms if x.precision == "high"), key=lambda x: -x.flops)
 
     def summary(self) -> str:
         parts = [f"{p} {f / self.total_flops:.1%}" for p, f in sorted(self.flops_by_precision().items())]
@@ -83,14 +85,12 @@ def quantization_coverage(target: Any) -> CoverageReport:
     g = model.graph
     shapes = infer_shapes(model)
     types: dict[str, int] = {init.name: init.data_type for init in g.initializer}
-    producer = producers(g)
-    attention_mm = _attention_matmuls(g, producer)
+    graph = Graph(model)
+    producer = graph.producer
+    attention_mm = {m.name for a in graph.attention() for m in (a.qk, a.pv) if m is not None}
 
     def source(name: str) -> Any:
-        node = producer.get(name)
-        while node is not None and node.op_type in SHAPE_OPS and node.input:
-            node = producer.get(node.input[0])
-        return node
+        return graph.upstream(name, lambda op: op in SHAPE_OPS)
 
     def precision_of(dq: Any) -> str:
         op = dq.op_type.upper()
@@ -126,8 +126,8 @@ def quantization_coverage(target: Any) -> CoverageReport:
         precs = {precision_of(s) for s in srcs} if quantized else {"high"}
         # A GEMM with FP4 weights and FP8 activations (W4A8) counts at the narrower weight precision.
         precision = min(precs, key=_NARROWEST_FIRST.index)
-        report.layers.append(
-            Layer(n.name or n.output[0], n.op_type, _flops(n, shapes), precision, n.name in attention_mm)
+        report.gemms.append(
+            Gemm(n.name or n.output[0], n.op_type, _flops(n, shapes), precision, n.name in attention_mm)
         )
     return report
 
@@ -140,28 +140,6 @@ def _q_output_precision(q: Any, types: dict[str, int]) -> str:
     if elem is None:
         elem = next((a.i for a in q.attribute if a.name == "output_dtype"), None) or onnx.TensorProto.UINT8
     return _TYPE_PRECISION.get(onnx.TensorProto.DataType.Name(elem), "quantized")
-
-
-def _attention_matmuls(g: Any, producer: dict[str, Any]) -> set[str]:
-    """Names of the MatMuls on either side of each Softmax (Q·Kᵀ and P·V)."""
-    out: set[str] = set()
-    users = consumers(g)
-    passthrough = SHAPE_OPS | {"Mul", "Div", "Add", "Where", "QuantizeLinear", "DequantizeLinear"}
-    for sm in (n for n in g.node if n.op_type == "Softmax"):
-        node = producer.get(sm.input[0])
-        while node is not None and node.op_type in passthrough and node.input:
-            node = producer.get(node.input[0])
-        if node is not None and node.op_type == "MatMul":
-            out.add(node.name)
-        todo = list(users.get(sm.output[0], []))
-        while todo:
-            n = todo.pop()
-            if n.op_type == "MatMul":
-                out.add(n.name)
-            elif n.op_type in passthrough or "Quantize" in n.op_type:
-                for o in n.output:
-                    todo.extend(users.get(o, []))
-    return out
 
 
 def _flops(n: Any, shapes: dict[str, list[int | None]]) -> int:

@@ -1,4 +1,4 @@
-"""Fixtures: vit_model, engine, bench, speedup_floor, assert_speedup."""
+"""Fixtures: vit_model, engine, vitperf_plan, bench, speedup_floor, assert_speedup."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_vitperf.backends.base import VitperfError
+from pytest_vitperf.errors import VitperfError
 from pytest_vitperf.floor import Floor, FloorsFileError
 from pytest_vitperf.measurement import Measurement
 from pytest_vitperf.models import MODEL_NAMES, canonical_model_name
+from pytest_vitperf.plan import PlanRecord
 from pytest_vitperf.precision import get_precision
 from pytest_vitperf.session import Verdict, VitperfSession
 
@@ -62,6 +63,17 @@ def check_finite(engine: Engine) -> None:
         )
 
 
+def _model_name(request: pytest.FixtureRequest, session: VitperfSession, model: str | None) -> str:
+    """The zoo name of `model`, else of the test's vitperf_model parameter, else of the run's first model."""
+    if model is None:
+        params = getattr(request.node, "callspec", None)
+        model = (params.params.get("vitperf_model") if params else None) or session.models[0]
+    canonical = canonical_model_name(model)
+    if canonical is None:
+        raise ValueError(f"unknown model {model!r}; valid: {', '.join(MODEL_NAMES)}")
+    return canonical
+
+
 @pytest.fixture
 def engine(vitperf_session: VitperfSession, request: pytest.FixtureRequest) -> Callable[..., Engine]:
     """Factory: `engine(precision, batch, model=None)` -> an Engine built by the selected backend,
@@ -69,14 +81,7 @@ def engine(vitperf_session: VitperfSession, request: pytest.FixtureRequest) -> C
 
     def make(precision: str, batch: int, model: str | None = None) -> Engine:
         name = get_precision(precision).name  # ValueError naming the valid ones
-        if model is None:
-            params = getattr(request.node, "callspec", None)
-            model = params.params.get("vitperf_model") if params else None
-            model = model or vitperf_session.models[0]
-        canonical = canonical_model_name(model)
-        if canonical is None:
-            raise ValueError(f"unknown model {model!r}; valid: {', '.join(MODEL_NAMES)}")
-        model = canonical
+        model = _model_name(request, vitperf_session, model)
         reason = vitperf_session.skip_reason(name)
         if reason is not None:
             pytest.skip(reason)
@@ -86,6 +91,37 @@ def engine(vitperf_session: VitperfSession, request: pytest.FixtureRequest) -> C
         except VitperfError as exc:
             pytest.fail(str(exc), pytrace=False)
         return built
+
+    return make
+
+
+@pytest.fixture
+def vitperf_plan(
+    vitperf_session: VitperfSession, vitperf_cache_dir: Path, request: pytest.FixtureRequest
+) -> Callable[..., PlanRecord]:
+    """Factory: `vitperf_plan(precision, batch=1, model=None, target="SM120")` -> the TensorRT-RTX plan of that
+    precision, built ahead of time for an RTX Blackwell GPU on any machine (a CPU is enough), cached in the
+    cache folder, and listed in the summary. Skips, with the reason, when TensorRT-RTX is not installed or does not
+    build the precision."""
+    from pytest_vitperf.backends.tensorrt import TensorRTRTXBackend
+    from pytest_vitperf.models import build_model
+
+    rtx = TensorRTRTXBackend()
+
+    def make(precision: str, batch: int = 1, model: str | None = None, target: str = "SM120") -> PlanRecord:
+        name = get_precision(precision).name
+        model = _model_name(request, vitperf_session, model)
+        reason = rtx.missing() or rtx.precision_reason(name)
+        if reason is not None:
+            pytest.skip(reason)
+        try:
+            _, info = rtx.build(build_model(model), model_name=model, precision=name, batch=batch, target=target,
+                                cache=vitperf_cache_dir)  # fmt: skip
+        except VitperfError as exc:
+            pytest.fail(str(exc), pytrace=False)
+        record = PlanRecord(model, name, batch, rtx.name, rtx.version() or "?", info)
+        vitperf_session.plans.append(record)
+        return record
 
     return make
 
@@ -160,28 +196,35 @@ def assert_speedup(vitperf_session: VitperfSession, request: pytest.FixtureReque
 
 
 def _gate(session: VitperfSession, request: pytest.FixtureRequest, m: Measurement) -> None:
-    """Judge `m` against its baseline; fail on a regression, an unreadable baseline, or (strict) none."""
-    from pytest_vitperf.baselines import gate
+    """Judge `m` against its baseline (baselines/gate.py decides), collect the outcome, fail the test if it fails."""
+    from pytest_vitperf.baselines.gate import judge
+    from pytest_vitperf.report import failure_message
 
+    if session.baselines is None:
+        return
     marker = request.node.get_closest_marker("vitperf_threshold")
     threshold = float(marker.args[0]) if marker and marker.args else session.settings.regression_threshold
-    o = session.judge_baseline(m, threshold)
-    if o is None:
-        return
-    accept = f"pytest --gpu-bench {request.node.nodeid!r} --vitperf-update-baselines"
-    if o.kind == gate.UNREADABLE:
-        pytest.fail(f"{o.note}\nFix or remove that file, then measure again with:\n  {accept}", pytrace=False)
-    if o.kind == gate.MISSING and session.settings.strict and not session.settings.update_baselines:
-        pytest.fail(f"{o.note} (--vitperf-strict)\nCreate it with:\n  {accept}", pytrace=False)
-    regressed = o.comparison is not None and o.comparison.verdict == "regression"
-    if regressed and not session.settings.update_baselines:
-        pytest.fail(gate.regression_message(o, request.node.nodeid), pytrace=False)
+    s = session.settings
+    o = judge(
+        session.baselines,
+        m,
+        threshold=threshold,
+        environment=session.environment,
+        strict=s.strict,
+        updating=s.update_baselines,
+    )
+    session.outcomes.append(o)
+    if o.failure is not None:
+        pytest.fail(failure_message(o, request.node.nodeid), pytrace=False)
 
 
 def _add_to_pytest_benchmark(request: pytest.FixtureRequest, m: Measurement) -> None:
     """Report a measurement as a pytest-benchmark benchmark, with our samples as its data, so it
     shows in --benchmark-json, --benchmark-save and --benchmark-compare. pytest-benchmark's own
     calibration never runs: it would time host wall-clock around asynchronous GPU work."""
+    # No public API fits: the `benchmark` fixture (pedantic too) times with its own host timer, and the JSON hooks
+    # fire only when its session's list is non-empty; so our samples join that list, as pytest-benchmark's
+    # Metadata built from a stand-in for its fixture (tests/test_plugin.py checks the JSON it writes).
     bs = getattr(request.config, "_benchmarksession", None)
     if bs is None or getattr(bs, "disabled", False):
         return

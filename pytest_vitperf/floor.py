@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_vitperf.jsonfile import FileError, read_json
+from pytest_vitperf.measurement import Measurement
 from pytest_vitperf.precision import PRECISIONS, REFERENCE
 
 SCHEMA = 1
@@ -63,6 +64,37 @@ class Floor:
     def specificity(self) -> int:
         fields = (self.gpu, self.version, self.model, str(self.batch))
         return sum(not any(c in f for c in "*?[") for f in fields)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A speedup judged against a floor; `floor` None means no floor applies (recorded, never failed)."""
+
+    reference: Measurement
+    candidate: Measurement
+    floor: float | None
+    source: str = ""
+
+    @property
+    def speedup(self) -> float:
+        return self.reference.median / self.candidate.median
+
+    @property
+    def passed(self) -> bool:
+        return self.floor is None or self.speedup >= self.floor
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "reference": self.reference.to_dict(),
+            "candidate": self.candidate.to_dict(),
+            "floor": self.floor,
+            "source": self.source,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Verdict:
+        ref, cand = Measurement.from_dict(d["reference"]), Measurement.from_dict(d["candidate"])
+        return cls(ref, cand, d["floor"], d.get("source", ""))
 
 
 def _parse_entry(path: Path, i: int, raw: Any) -> Floor:

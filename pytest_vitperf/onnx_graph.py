@@ -4,6 +4,8 @@ and the node patterns shared by the attention rules and the coverage report."""
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -73,3 +75,64 @@ def infer_shapes(model: Any) -> dict[str, list[int | None]]:
     for init in g.initializer:
         shapes[init.name] = list(init.dims)
     return shapes
+
+
+# Ops between Q·Kᵀ and the Softmax (scaling, masking, casts) and around attention's Q/DQ.
+SCALE_OPS = {"Mul", "Div", "Add", "Where", "Cast"}
+
+
+def _passes(op: str) -> bool:
+    return op in SHAPE_OPS or op in SCALE_OPS or is_q(op) or is_dq(op)
+
+
+class Graph:
+    """An ONNX graph with who produces and who consumes each value: the one walk that the attention rules and the
+    coverage report share."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.g = model.graph
+        self.producer = producers(self.g)
+        self.users = consumers(self.g)
+
+    def upstream(self, name: str, skip: Callable[[str], bool]) -> Any:
+        """The node that makes `name`, looking through nodes for which skip(op_type) holds."""
+        node = self.producer.get(name)
+        while node is not None and skip(node.op_type) and node.input:
+            node = self.producer.get(node.input[0])
+        return node
+
+    def downstream(self, name: str, skip: Callable[[str], bool]) -> list[Any]:
+        """The nodes that use `name`, looking through nodes for which skip(op_type) holds."""
+        out, todo = [], list(self.users.get(name, []))
+        while todo:
+            n = todo.pop()
+            if skip(n.op_type):
+                for o in n.output:
+                    todo.extend(self.users.get(o, []))
+            else:
+                out.append(n)
+        return out
+
+    def dq_fed(self, name: str) -> bool:
+        """`name` comes from a dequantize, through shape ops only."""
+        node = self.upstream(name, lambda op: op in SHAPE_OPS)
+        return node is not None and is_dq(node.op_type)
+
+    def attention(self) -> list[Attention]:
+        """Each Softmax between two MatMuls (Q·Kᵀ before it, P·V after it, through scaling, shape ops and Q/DQ)."""
+        out = []
+        for sm in (n for n in self.g.node if n.op_type == "Softmax"):
+            qk = self.upstream(sm.input[0], _passes)
+            if qk is None or qk.op_type != "MatMul":
+                continue
+            pv = next((n for n in self.downstream(sm.output[0], _passes) if n.op_type == "MatMul"), None)
+            out.append(Attention(sm, qk, pv))
+        return out
+
+
+@dataclass(frozen=True)
+class Attention:
+    softmax: Any
+    qk: Any  # the MatMul of Q and Kᵀ
+    pv: Any | None  # the MatMul of the probabilities and V, when found

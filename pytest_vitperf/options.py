@@ -36,7 +36,6 @@ UPDATE_BASELINES = "--vitperf-update-baselines"
 STRICT = "--vitperf-strict"
 KERNELS = "--vitperf-kernels"
 
-BACKEND_NAMES = ("auto", "torch", "tensorrt", "tensorrt-rtx")
 COMPILE_MODES = ("auto", "off", "default", "max-autotune")
 
 T = TypeVar("T")
@@ -56,47 +55,39 @@ def _choice(valid: Sequence[str]) -> Callable[[str], str]:
     return parse
 
 
+def _comma_list(value: str, item: Callable[[str], T], none: str) -> tuple[T, ...]:
+    """`a, b,,a` -> (a, b): each item parsed by `item`, empty ones dropped, repeats dropped, none at all refused."""
+    out = [item(raw) for raw in (v.strip() for v in value.split(",")) if raw]
+    if not out:
+        raise argparse.ArgumentTypeError(none)
+    return tuple(dict.fromkeys(out))
+
+
 def parse_precisions(value: str) -> tuple[str, ...]:
-    names = [v.strip().lower() for v in value.split(",") if v.strip()]
-    if not names:
-        raise argparse.ArgumentTypeError(f"no precision given; valid: {', '.join(PRECISIONS)}")
-    bad = [n for n in names if n not in PRECISIONS]
-    if bad:
-        raise argparse.ArgumentTypeError(
-            f"unknown precision {', '.join(map(repr, bad))}; valid: {', '.join(PRECISIONS)}"
-        )
-    return tuple(dict.fromkeys(names))
+    """Names only: they are checked against the registry once conftest.py files have registered theirs."""
+    return _comma_list(value, str.lower, f"no precision given; valid: {', '.join(PRECISIONS)}")
+
+
+def _model(raw: str) -> str:
+    name = canonical_model_name(raw)
+    if name is None:
+        raise argparse.ArgumentTypeError(f"unknown model {raw!r}; valid: {', '.join(MODEL_NAMES)}")
+    return name
 
 
 def parse_models(value: str) -> tuple[str, ...]:
-    out = []
-    for raw in (v.strip() for v in value.split(",")):
-        if not raw:
-            continue
-        name = canonical_model_name(raw)
-        if name is None:
-            raise argparse.ArgumentTypeError(f"unknown model {raw!r}; valid: {', '.join(MODEL_NAMES)}")
-        out.append(name)
-    if not out:
-        raise argparse.ArgumentTypeError(f"no model given; valid: {', '.join(MODEL_NAMES)}")
-    return tuple(dict.fromkeys(out))
+    return _comma_list(value, _model, f"no model given; valid: {', '.join(MODEL_NAMES)}")
+
+
+def _batch(raw: str) -> int:
+    n = int(raw) if raw.isdigit() else 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"batch size {raw!r} is not a positive integer, e.g. 1,8,64")
+    return n
 
 
 def parse_batch_sizes(value: str) -> tuple[int, ...]:
-    out = []
-    for raw in (v.strip() for v in value.split(",")):
-        if not raw:
-            continue
-        try:
-            n = int(raw)
-        except ValueError:
-            n = 0
-        if n < 1:
-            raise argparse.ArgumentTypeError(f"batch size {raw!r} is not a positive integer, e.g. 1,8,64")
-        out.append(n)
-    if not out:
-        raise argparse.ArgumentTypeError("no batch size given, e.g. 1,8,64")
-    return tuple(dict.fromkeys(out))
+    return _comma_list(value, _batch, "no batch size given, e.g. 1,8,64")
 
 
 def _number(kind: type[T], minimum: float, what: str) -> Callable[[str], T]:
@@ -155,10 +146,10 @@ class _Option:
 OPTIONS: tuple[_Option, ...] = (
     _Option(
         BACKEND,
-        _choice(BACKEND_NAMES),
+        lambda v: v.strip().lower(),
         "NAME",
         "backend that builds and runs engines: auto (best one runnable here), torch, tensorrt, "
-        "tensorrt-rtx. Default: auto.",
+        "tensorrt-rtx, or one a conftest.py adds (hook pytest_vitperf_make_backend). Default: auto.",
     ),
     _Option(
         PRECISIONS_OPT,
@@ -340,7 +331,24 @@ def settings_from_config(config: pytest.Config) -> Settings:
     for flag, _ in FLAGS:
         values[_dest(flag).removeprefix("vitperf_")] = _resolve(config, _dest(flag), parse_bool, flag, False)
 
+    _check_names(config, values["precisions"], values["backend"])
     root = Path(str(config.rootpath))
     if values["baseline_dir"] is None and (root / "baselines").is_dir():
         values["baseline_dir"] = root / "baselines"
     return Settings(rootdir=root, **values)
+
+
+def _check_names(config: pytest.Config, precisions: tuple[str, ...] | None, backend: str) -> None:
+    """Precision and backend names, checked once conftest.py files have registered theirs."""
+    bad = [n for n in precisions or () if n not in PRECISIONS]
+    if bad:
+        raise pytest.UsageError(
+            f"{PRECISIONS_OPT} (ini option {_dest(PRECISIONS_OPT)}): unknown precision {', '.join(map(repr, bad))}; "
+            f"valid: {', '.join(PRECISIONS)}"
+        )
+    names = ["auto", *(n for group in config.hook.pytest_vitperf_backend_names(config=config) for n in group)]
+    if backend not in names:
+        raise pytest.UsageError(
+            f"{BACKEND} (ini option {_dest(BACKEND)}): unknown backend {backend!r}; "
+            f"valid: {', '.join(dict.fromkeys(names))}"
+        )

@@ -20,6 +20,7 @@ from pytest_vitperf.fixtures import (  # noqa: F401  (fixtures are registered by
     speedup_floor,
     vit_model,
     vitperf_cache_dir,
+    vitperf_plan,
     vitperf_session,
 )
 from pytest_vitperf.options import GPU_BENCH, add_options, settings_from_config
@@ -45,8 +46,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     from pytest_vitperf import hookspec
+    from pytest_vitperf.backends import BuiltinBackends
 
     pluginmanager.add_hookspecs(hookspec)
+    pluginmanager.register(BuiltinBackends(), "vitperf-builtin-backends")
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -94,7 +97,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             continue
         callspec = getattr(item, "callspec", None)
         precision = callspec.params.get("vitperf_precision") if callspec else None
-        if precision is not None:
+        # Only a test that runs an engine here needs this device (vitperf_plan builds for another GPU).
+        if precision is not None and "engine" in getattr(item, "fixturenames", ()):
             reason = session.skip_reason(precision)
             if reason is not None:
                 item.add_marker(pytest.mark.skip(reason=reason))
@@ -102,28 +106,34 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     session = get_session(config)
-    if not session.measurements:
-        return
-    from pytest_vitperf.report import measurement_notes, summary
-
     tr = terminalreporter
-    tr.write_sep("=", "vitperf summary")
-    tr.write_line(f"device: {session.device.describe()}")
-    for line in summary(session.measurements.values(), session.verdicts):
-        tr.write_line(line)
-    noisy = [m for m in session.measurements.values() if m.noisy]
-    if noisy:
-        tr.write_line(
-            f"warning: {len(noisy)} measurement(s) with CoV above 2.5%; the GPU or host was busy or "
-            "clocks moved. Re-run on an idle machine, or lengthen --vitperf-duration-ms."
-        )
-    for line in measurement_notes(session.measurements):
-        tr.write_line(line)
-    if session.baseline_rows or session.baseline_updates:
+    if session.measurements:
+        from pytest_vitperf.measurement import NOISY_COV
+        from pytest_vitperf.report import measurement_notes, summary
+
+        tr.write_sep("=", "vitperf summary")
+        tr.write_line(f"device: {session.device.describe()}")
+        for line in summary(session.measurements.values(), session.verdicts):
+            tr.write_line(line)
+        noisy = [m for m in session.measurements.values() if m.noisy]
+        if noisy:
+            tr.write_line(
+                f"warning: {len(noisy)} measurement(s) with CoV above {NOISY_COV:.1%}; the GPU or host was busy or "
+                "clocks moved. Re-run on an idle machine, or lengthen --vitperf-duration-ms."
+            )
+        for line in measurement_notes(session.measurements):
+            tr.write_line(line)
+    if session.plans:
+        from pytest_vitperf.report import plan_summary
+
+        tr.write_sep("-", "vitperf plans (built ahead of time, not timed)")
+        for line in plan_summary(session.plans):
+            tr.write_line(line)
+    if session.outcomes or session.writes:
         from pytest_vitperf.report import baseline_summary
 
         tr.write_sep("-", f"vitperf baselines ({session.settings.baseline_dir})")
-        for line in baseline_summary(session.baseline_rows, session.baseline_updates):
+        for line in baseline_summary(session.outcomes, session.writes):
             tr.write_line(line)
 
 
@@ -135,6 +145,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     workeroutput = getattr(session.config, "workeroutput", None)
     if workeroutput is not None:
         workeroutput["vitperf"] = vs.export()
+    elif any(w.error is not None for w in vs.writes) and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a nightly job must not believe it refreshed them
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -1,13 +1,18 @@
-"""Precisions and the capability matrix: what each one needs from the GPU and which backends build it.
+"""The precision registry: one entry per precision or recipe variant, and everything derived from it.
 
-A combination that cannot run is refused up front with a reason naming the device, its SM and
-what is needed, instead of being attempted (an NVFP4 kernel launched on Ada dies with an internal
-CUTLASS error, not a readable message).
+An entry says what the precision stores (element formats), what it needs from the GPU, how Model Optimizer makes it
+(its `Recipe`, applied by recipes.py), which built-in backends build it, where it sorts and what it is compared
+with. Adding a precision is one `register(...)` call (or one line of `_TABLE`); options, parametrization, the
+capability matrix, the summary's order, the TensorRT export and the torch backend all read it from here.
+
+A combination that cannot run is refused up front with a reason naming the device, its SM and what is needed,
+instead of being attempted (an NVFP4 kernel launched on Ada dies with an internal CUTLASS error, not a readable
+message).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -17,19 +22,41 @@ if TYPE_CHECKING:
 BLACKWELL_SMS = frozenset({100, 103, 110, 120, 121})
 ALL_BACKENDS = frozenset({"torch", "tensorrt", "tensorrt-rtx"})
 TRT_FAMILY = frozenset({"tensorrt", "tensorrt-rtx"})
+REFERENCE = "fp16"  # speedups are reported against this precision unless an entry names another
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How Model Optimizer makes a precision (data only; recipes.py applies it and exports ONNX)."""
+
+    config: str | None = None  # Model Optimizer quantize config name, None for no quantization
+    conv_fp8: bool = False  # Conv2d quantized in FP8 instead of the recipe's format
+    mha_fp8: bool = False  # FP8 Q/DQ on the attention bmm inputs and the softmax output
+    sparse24: bool = False  # 2:4 magnitude sparsity before quantization
+    cast: str | None = None  # "fp16"/"bf16": Model Optimizer ONNX autocast of the FP32 export
 
 
 @dataclass(frozen=True)
 class Precision:
     name: str
     title: str
+    weights: str  # element format of the GEMM weights: fp32, fp16, bf16, fp8 (E4M3), int8, mxfp8, nvfp4
+    activations: str  # element format of the GEMM inputs
     needs: str  # the hardware feature, for skip reasons
+    recipe: Recipe
     min_sm: int = 0
     only_sms: frozenset[int] | None = None  # when set, the SM must be one of these
-    backends: frozenset[str] = ALL_BACKENDS  # backends that build it in this version
+    backends: frozenset[str] = ALL_BACKENDS  # built-in backends that build it (a hook-made backend decides itself)
     cpu: bool = False  # runs on the torch CPU path
     block: int | None = None  # quantization block along the reduction axis
     sparse: bool = False
+    base: str | None = None  # the precision a variant refines: it shares its hardware rules (attention, coverage)
+    reference: str = REFERENCE  # what its speedup is judged against
+
+    @property
+    def family(self) -> str:
+        """The precision whose hardware and attention rules apply: `fp8` for `fp8-attn`."""
+        return self.base or self.name
 
     def runs_on_sm(self, sm: int) -> bool:
         if self.only_sms is not None:
@@ -41,41 +68,92 @@ class Precision:
             return "Blackwell sm_" + "/sm_".join(str(s) for s in sorted(self.only_sms))
         return f"sm_{self.min_sm}+"
 
+    def variant(self, name: str, title: str, recipe: Recipe, *, backends: frozenset[str] = TRT_FAMILY) -> Precision:
+        """A recipe variant: same formats and hardware, another recipe, built by `backends`."""
+        return replace(self, name=name, title=title, recipe=recipe, backends=backends, base=self.family)
 
-_TABLE = (
-    Precision("fp32", "FP32", "FP32 CUDA cores", min_sm=70, cpu=True),
-    Precision("fp16", "FP16", "FP16 tensor cores", min_sm=80, cpu=True),
-    Precision("bf16", "BF16", "BF16 tensor cores", min_sm=80, cpu=True),
-    Precision("int8", "INT8", "INT8 tensor cores", min_sm=75),  # torch: realquant (torch._int_mm)
-    Precision("fp8", "FP8 E4M3", "FP8 tensor cores", min_sm=89),  # torch: realquant (torch._scaled_mm)
-    Precision(
-        "mxfp8",
-        "MXFP8",
-        "MXFP8 block-scaled tensor cores",
-        only_sms=BLACKWELL_SMS,
-        backends=TRT_FAMILY,
-        block=32,
-    ),
-    Precision(
-        "nvfp4",
-        "NVFP4",
-        "NVFP4 block-scaled tensor cores",
-        only_sms=BLACKWELL_SMS,
-        backends=TRT_FAMILY,
-        block=16,
-    ),
-    Precision(
-        "fp16-sparse24",
-        "FP16 2:4 sparse",
-        "2:4 sparse tensor cores",
-        min_sm=80,
-        backends=TRT_FAMILY,
-        sparse=True,
-    ),
+
+_FP32 = Precision("fp32", "FP32", "fp32", "fp32", "FP32 CUDA cores", Recipe(), min_sm=70, cpu=True)
+_FP16 = Precision("fp16", "FP16", "fp16", "fp16", "FP16 tensor cores", Recipe(cast="fp16"), min_sm=80, cpu=True)
+_BF16 = Precision("bf16", "BF16", "bf16", "bf16", "BF16 tensor cores", Recipe(cast="bf16"), min_sm=80, cpu=True)
+# int8 and fp8 on torch: realquant.py (torch._int_mm, torch._scaled_mm) with the recipe's static scales.
+_INT8 = Precision("int8", "INT8", "int8", "int8", "INT8 tensor cores", Recipe("INT8_DEFAULT_CFG"), min_sm=75)
+_FP8 = Precision("fp8", "FP8 E4M3", "fp8", "fp8", "FP8 tensor cores", Recipe("FP8_DEFAULT_CFG"), min_sm=89)
+
+
+def _block_scaled(name: str, title: str, block: int, config: str) -> Precision:
+    # Conv2d in FP8: TensorRT's dynamic block quantize takes 2D/3D inputs only.
+    needs = f"{title} block-scaled tensor cores"
+    recipe = Recipe(config, conv_fp8=True)
+    return Precision(name, title, name, name, needs, recipe, only_sms=BLACKWELL_SMS, backends=TRT_FAMILY, block=block)
+
+
+_MXFP8 = _block_scaled("mxfp8", "MXFP8", 32, "MXFP8_DEFAULT_CFG")
+_NVFP4 = _block_scaled("nvfp4", "NVFP4", 16, "NVFP4_DEFAULT_CFG")
+_SPARSE24 = Precision(
+    "fp16-sparse24",
+    "FP16 2:4 sparse",
+    "fp16",
+    "fp16",
+    "2:4 sparse tensor cores",
+    Recipe(sparse24=True, cast="fp16"),
+    min_sm=80,
+    backends=TRT_FAMILY,
+    sparse=True,
 )
 
+# The sort order of every table and summary is this order.
+_TABLE: list[Precision] = [
+    _FP32,
+    _FP16,
+    _BF16,
+    _INT8,
+    _INT8.variant(
+        "int8-smoothquant",
+        "INT8 SmoothQuant",
+        # Per-channel smoothing scales move activation outliers into the weights.
+        Recipe("INT8_SMOOTHQUANT_CFG"),
+    ),
+    _FP8,
+    # FP8 Q/DQ before both attention batched matmuls and on the softmax output: the pattern TensorRT needs to
+    # fuse FP8 MHA (seed 004 asks whether it pays).
+    _FP8.variant("fp8-attn", "FP8 E4M3, attention in FP8", Recipe("FP8_DEFAULT_CFG", mha_fp8=True)),
+    _FP8.variant("fp8-sparse24", "FP8 E4M3 2:4 sparse", Recipe("FP8_DEFAULT_CFG", sparse24=True)),
+    _MXFP8,
+    _NVFP4,
+    # Only the MLP Linears in NVFP4: the partial coverage of seed 000.
+    _NVFP4.variant("nvfp4-mlp-only", "NVFP4, MLPs only", Recipe("NVFP4_MLP_ONLY_CFG", conv_fp8=True)),
+    _SPARSE24,
+]
 PRECISIONS: dict[str, Precision] = {p.name: p for p in _TABLE}
-REFERENCE = "fp16"  # speedups are reported against this precision
+
+
+def register(p: Precision) -> Precision:
+    """Add a precision or recipe variant (from a conftest.py or a plugin), sorted after its base precision's
+    variants. Re-registering the same entry is a no-op; another entry under a taken name is refused."""
+    old = PRECISIONS.get(p.name)
+    if old is not None:
+        if old == p:
+            return p
+        raise ValueError(f"precision {p.name!r} is already registered as {old}; pick another name")
+    for name in (p.reference, p.base):
+        if name is not None and name not in PRECISIONS:
+            raise ValueError(f"precision {p.name!r} refers to unknown precision {name!r}")
+    after = [i for i, q in enumerate(_TABLE) if q.family == p.family]
+    _TABLE.insert(after[-1] + 1 if after else len(_TABLE), p)
+    _reindex()
+    return p
+
+
+def unregister(name: str) -> None:
+    """Remove a registered entry (a test that registered one cleans up after itself)."""
+    _TABLE[:] = [q for q in _TABLE if q.name != name]
+    _reindex()
+
+
+def _reindex() -> None:
+    PRECISIONS.clear()
+    PRECISIONS.update((q.name, q) for q in _TABLE)
 
 
 def get_precision(name: str) -> Precision:
@@ -85,8 +163,15 @@ def get_precision(name: str) -> Precision:
         raise ValueError(f"unknown precision {name!r}; valid: {', '.join(PRECISIONS)}") from None
 
 
-def unsupported_reason(precision: str, device: Device, backend: str) -> str | None:
-    """Why `precision` cannot run on `device` through `backend`, or None if it can."""
+def sort_key(name: str) -> tuple[int, str]:
+    """Registry order; names the registry does not know (old baseline files) sort last, by name."""
+    order = list(PRECISIONS)
+    return (order.index(name), "") if name in PRECISIONS else (len(order), name)
+
+
+def unsupported_reason(precision: str, device: Device) -> str | None:
+    """Why the GPU (or its absence) cannot run `precision`, or None. Which backend builds it is the backend's
+    question (Backend.precision_reason)."""
     p = get_precision(precision)
     if device.sm is None:
         if not p.cpu:
@@ -95,12 +180,18 @@ def unsupported_reason(precision: str, device: Device, backend: str) -> str | No
             )
     elif not p.runs_on_sm(device.sm):
         return f"{device.name} is sm_{device.sm}; {p.name} needs {p.needs}, on {p.sm_requirement()}"
-    if backend not in p.backends:
-        return (
-            f"{p.name} is not built by the {backend} backend in this version; "
-            f"backends that build it: {', '.join(sorted(p.backends))} (select with --vitperf-backend)"
-        )
     return None
+
+
+def builtin_backend_reason(precision: str, backend: str) -> str | None:
+    """Why the built-in `backend` does not build `precision`, or None: its `backends` field decides."""
+    p = get_precision(precision)
+    if backend in p.backends:
+        return None
+    return (
+        f"{p.name} is not built by the {backend} backend in this version; "
+        f"backends that build it: {', '.join(sorted(p.backends))} (select with --vitperf-backend)"
+    )
 
 
 def matrix_rows() -> list[tuple[str, str, str, str]]:

@@ -35,11 +35,11 @@ import io
 import json
 import warnings
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_vitperf.backends.base import VitperfError
+from pytest_vitperf.errors import VitperfError
+from pytest_vitperf.precision import Precision, Recipe, get_precision
 
 if TYPE_CHECKING:
     import onnx
@@ -48,39 +48,6 @@ if TYPE_CHECKING:
 FP4_OPSET = 23  # FLOAT4E2M1 initializers need opset 23
 DEFAULT_OPSET = 20
 
-
-@dataclass(frozen=True)
-class Recipe:
-    name: str
-    precision: str  # the capability-matrix precision it produces
-    config: str | None  # Model Optimizer quantize config name, None for no quantization
-    conv_fp8: bool = False  # Conv2d quantized in FP8 instead of the recipe's format
-    mha_fp8: bool = False  # FP8 Q/DQ on the attention bmm inputs and the softmax output
-    sparse24: bool = False
-    cast: str | None = None  # "fp16"/"bf16": Model Optimizer ONNX autocast of the FP32 export
-
-    @property
-    def opset(self) -> int:
-        return FP4_OPSET if self.precision == "nvfp4" else DEFAULT_OPSET
-
-
-RECIPES: dict[str, Recipe] = {
-    r.name: r
-    for r in (
-        Recipe("fp32", "fp32", None),
-        Recipe("fp16", "fp16", None, cast="fp16"),
-        Recipe("bf16", "bf16", None, cast="bf16"),
-        Recipe("fp8", "fp8", "FP8_DEFAULT_CFG"),
-        Recipe("fp8-attn", "fp8", "FP8_DEFAULT_CFG", mha_fp8=True),
-        Recipe("int8", "int8", "INT8_DEFAULT_CFG"),
-        Recipe("int8-smoothquant", "int8", "INT8_SMOOTHQUANT_CFG"),
-        Recipe("mxfp8", "mxfp8", "MXFP8_DEFAULT_CFG", conv_fp8=True),
-        Recipe("nvfp4", "nvfp4", "NVFP4_DEFAULT_CFG", conv_fp8=True),
-        Recipe("nvfp4-mlp-only", "nvfp4", "NVFP4_MLP_ONLY_CFG", conv_fp8=True),
-        Recipe("fp16-sparse24", "fp16-sparse24", None, sparse24=True, cast="fp16"),
-        Recipe("fp8-sparse24", "fp8", "FP8_DEFAULT_CFG", sparse24=True),
-    )
-}
 
 _FP8 = {"num_bits": (4, 3), "axis": None}
 _CONV_FP8 = [
@@ -94,11 +61,8 @@ _MHA_FP8 = [
 ]
 
 
-def get_recipe(name: str) -> Recipe:
-    try:
-        return RECIPES[name]
-    except KeyError:
-        raise ValueError(f"unknown recipe {name!r}; valid: {', '.join(RECIPES)}") from None
+def opset(p: Precision) -> int:
+    return FP4_OPSET if p.weights == "nvfp4" else DEFAULT_OPSET
 
 
 def synthetic_calibration(shape: tuple[int, ...], batches: int = 4, seed: int = 0) -> list[torch.Tensor]:
@@ -197,16 +161,17 @@ def apply(recipe: Recipe, model: torch.nn.Module, calibration: Iterable[torch.Te
     return model.eval()
 
 
-def export(recipe: Recipe, model: torch.nn.Module, example: torch.Tensor) -> onnx.ModelProto:
-    """ONNX of a model the recipe was applied to, at the recipe's opset."""
+def export(p: Precision, model: torch.nn.Module, example: torch.Tensor) -> onnx.ModelProto:
+    """ONNX of a model the precision's recipe was applied to, at the precision's opset."""
     import onnx
 
+    recipe = p.recipe
     if recipe.config is not None:
         from modelopt.torch._deploy.utils import get_onnx_bytes_and_metadata
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            raw, _ = get_onnx_bytes_and_metadata(model, example, weights_dtype="fp16", onnx_opset=recipe.opset)
+            raw, _ = get_onnx_bytes_and_metadata(model, example, weights_dtype="fp16", onnx_opset=opset(p))
         files = json.loads(raw)["onnx_model"]
         if len(files) != 1:
             raise VitperfError(f"expected one ONNX file from Model Optimizer's export, got {sorted(files)}")
@@ -225,9 +190,9 @@ def export(recipe: Recipe, model: torch.nn.Module, example: torch.Tensor) -> onn
     return proto
 
 
-def content_hash(recipe: Recipe, model: torch.nn.Module, example_shape: tuple[int, ...]) -> str:
-    """Hash of what determines an export: weights, recipe, input shape, opset."""
-    h = hashlib.sha256(json.dumps([recipe.name, recipe.opset, list(example_shape)]).encode())
+def content_hash(p: Precision, model: torch.nn.Module, example_shape: tuple[int, ...]) -> str:
+    """Hash of what determines an export: weights, precision (its registry entry), input shape, opset."""
+    h = hashlib.sha256(json.dumps([p.name, opset(p), list(example_shape)]).encode())
     for name, t in sorted(model.state_dict().items()):
         h.update(name.encode())
         h.update(t.detach().cpu().contiguous().numpy().tobytes())
@@ -235,7 +200,7 @@ def content_hash(recipe: Recipe, model: torch.nn.Module, example_shape: tuple[in
 
 
 def export_onnx(
-    recipe_name: str,
+    precision: str,
     model: torch.nn.Module,
     batch: int,
     *,
@@ -248,10 +213,10 @@ def export_onnx(
 
     from pytest_vitperf.models import input_size
 
-    recipe = get_recipe(recipe_name)
+    p = get_precision(precision)
     shape = (batch, *input_size(model))
-    key = content_hash(recipe, model, shape)
-    path = cache_dir / "onnx" / f"{recipe.name}-{key}.onnx" if cache_dir is not None else None
+    key = content_hash(p, model, shape)
+    path = cache_dir / "onnx" / f"{p.name}-{key}.onnx" if cache_dir is not None else None
     if path is not None and path.exists():
         data = path.read_bytes()
         try:
@@ -265,11 +230,11 @@ def export_onnx(
 
     example = torch.randn(*shape, generator=torch.Generator().manual_seed(1)).to(next(model.parameters()).device)
     with cpu_block_quant():
-        data = export(recipe, apply(recipe, copy.deepcopy(model), calibration), example).SerializeToString()
+        data = export(p, apply(p.recipe, copy.deepcopy(model), calibration), example).SerializeToString()
     if path is not None:
         from pytest_vitperf.baselines.store import write_atomic
 
         write_atomic(path, data)
     if progress is not None:
-        progress(f"exported {recipe.name} ONNX ({len(data) / 1e6:.1f} MB)")
+        progress(f"exported {p.name} ONNX ({len(data) / 1e6:.1f} MB)")
     return data

@@ -1,13 +1,17 @@
-"""Plain-text tables for the terminal summary."""
+"""Words for what the run decided: the summary tables, baseline outcomes and writes, and failure messages.
+Nothing here decides anything (floor.py and baselines/gate.py do)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from pytest_vitperf.baselines import gate
+from pytest_vitperf.floor import Verdict
 from pytest_vitperf.measurement import NOISY_COV, Measurement, Spec
-from pytest_vitperf.precision import PRECISIONS, REFERENCE
-from pytest_vitperf.session import BaselineRow, Verdict
+from pytest_vitperf.plan import PlanRecord
+from pytest_vitperf.precision import REFERENCE, sort_key
 
+UPDATE = "--vitperf-update-baselines"
 COLUMNS = (
     "model",
     "precision",
@@ -59,9 +63,7 @@ def _verdict(m: Measurement, ref: Measurement | None, verdict: Verdict | None) -
 
 
 def summary(measurements: Iterable[Measurement], verdicts: dict[tuple[str, str, int, str], Verdict]) -> list[str]:
-    ms = list(measurements)
-    order = list(PRECISIONS)
-    ms.sort(key=lambda m: (m.spec.model, m.spec.batch, m.spec.backend, order.index(m.spec.precision)))
+    ms = sorted(measurements, key=lambda m: (m.spec.model, m.spec.batch, m.spec.backend, sort_key(m.spec.precision)))
     by_key = {m.spec.key: m for m in ms}
     rows = []
     for m in ms:
@@ -90,23 +92,73 @@ def summary(measurements: Iterable[Measurement], verdicts: dict[tuple[str, str, 
     return table(COLUMNS, rows)
 
 
-def baseline_summary(rows: list[BaselineRow], updates: list[str]) -> list[str]:
-    order = list(PRECISIONS)
-    rows = sorted(rows, key=lambda r: (r.model, r.batch, order.index(r.precision)))
-    header = ("model", "precision", "batch", "baseline ms", "current ms", "Δ", "p-value", "verdict")
-    out = (
-        table(
-            header,
-            [(r.model, r.precision, str(r.batch), r.baseline, r.current, r.delta, r.p_value, r.verdict) for r in rows],
-        )
-        if rows
-        else []
-    )
-    out += [f"note: {r.model} {r.precision} b{r.batch}: {r.note}" for r in rows if r.note]
-    if any(r.verdict == "missing" for r in rows):
+def _outcome_row(o: gate.Outcome) -> tuple[str, ...]:
+    k, c = o.key, o.comparison
+    if c is None:
+        return (k.model, k.precision, str(k.batch), "-", f"{o.current_ms:.3f}", "-", "-", o.kind)
+    change = c.change + ("" if c.p_value is not None else " (threshold only: no raw samples)")
+    if c.change == "improvement":
+        change += "; refresh with --vitperf-update-baselines"
+    p = "-" if c.p_value is None else f"{c.p_value:.2g}"
+    return (k.model, k.precision, str(k.batch), f"{c.baseline_ms:.3f} ({c.statistic})", f"{c.current_ms:.3f}",
+            f"{c.delta:+.1%}", p, change)  # fmt: skip
+
+
+def write_line(w: gate.Write) -> str:
+    where = f"{w.path} [{w.key.entry}]"
+    if w.error is not None:
+        return f"NOT WRITTEN {where}: {w.error}; the run fails: fix that, then run again with {UPDATE}"
+    if w.old_ms is None:
+        return f"added {where} median {w.new_ms:.3f} ms"
+    change = w.new_ms / w.old_ms - 1
+    return f"refreshed {where} {w.old_ms:.3f} ms ({w.old_statistic}) -> {w.new_ms:.3f} ms ({change:+.1%})"
+
+
+def baseline_summary(outcomes: list[gate.Outcome], writes: list[gate.Write]) -> list[str]:
+    outcomes = sorted(outcomes, key=lambda o: (o.key.model, o.key.batch, sort_key(o.key.precision)))
+    header = ("model", "precision", "batch", "baseline ms", "current ms", "Δ", "p-value", "change")
+    out = table(header, map(_outcome_row, outcomes)) if outcomes else []
+    for o in outcomes:
+        notes = ([o.note] if o.note else []) + [f"environment: {e}" for e in o.env_changes]
+        if notes:
+            out.append(f"note: {o.key.model} {o.key.precision} b{o.key.batch}: {'; '.join(notes)}")
+    if any(o.kind == gate.MISSING for o in outcomes):
         out.append("record missing baselines with: pytest --gpu-bench <tests> --vitperf-update-baselines")
-    out += updates
-    return out
+    return out + [write_line(w) for w in writes]
+
+
+def failure_message(o: gate.Outcome, nodeid: str) -> str:
+    """Why a test fails the baseline gate, ending with the command that accepts or creates its baseline."""
+    accept = f"pytest --gpu-bench {nodeid!r} --vitperf-update-baselines"
+    if o.failure == gate.UNREADABLE:
+        return f"{o.note}\nFix or remove that file, then measure again with:\n  {accept}"
+    if o.failure == gate.MISSING:
+        return f"{o.note} (--vitperf-strict)\nCreate it with:\n  {accept}"
+    c, k = o.comparison, o.key
+    assert c is not None
+    p = "-" if c.p_value is None else f"{c.p_value:.2g}"
+    rows = [(f"{c.baseline_ms:.3f} ms", f"{c.current_ms:.3f} ms", f"{c.delta:+.1%}", p, c.change.upper())]
+    lines = [
+        f"latency regression: {k.model} {k.precision} batch {k.batch} on {k.backend} "
+        f"{k.backend_version}, {k.gpu} ({c.statistic}, threshold {c.threshold:.0%}, {c.method})",
+        *("  " + line for line in table(("baseline", "current", "Δ", "p-value", "change"), rows)),
+        f"baseline from {o.baseline_from}",
+    ]
+    if o.env_changes:
+        lines.append("environment changed since the baseline: " + "; ".join(o.env_changes))
+    return "\n".join([*lines, "If the change is intended, accept it:", f"  {accept}"])
+
+
+def _plan_row(p: PlanRecord) -> tuple[str, ...]:
+    size = f"{p.info.get('engine_bytes', 0) / 1e6:.1f}"
+    facts = (str(p.info.get(k, "")) for k in ("target", "build_s", "cache", "coverage"))
+    target, build_s, cache, coverage = facts
+    return (p.model, p.precision, str(p.batch), f"{p.backend} {p.version}", target, size, build_s, cache, coverage)
+
+
+def plan_summary(plans: Iterable[PlanRecord]) -> list[str]:
+    rows = map(_plan_row, sorted(plans, key=lambda p: (p.model, p.batch, sort_key(p.precision))))
+    return table(("model", "precision", "batch", "builder", "target", "MB", "build s", "cache", "coverage"), rows)
 
 
 def measurement_notes(measurements: dict[tuple[str, str, int, str], Measurement]) -> list[str]:

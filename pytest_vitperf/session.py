@@ -1,20 +1,21 @@
-"""State for one pytest run: settings, the device and backend, engines, measurements, verdicts."""
+"""State for one pytest run: settings, the device and backend, engines, and what the run collects (measurements,
+speedup verdicts, baseline outcomes and writes). Deciding is done elsewhere: floor.py, baselines/gate.py."""
 
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_vitperf.floor import FLOORS_FILE, Floor, FloorsFile
+from pytest_vitperf.baselines.gate import Outcome, Write, measured_provenance, to_baseline, write
+from pytest_vitperf.floor import FLOORS_FILE, Floor, FloorsFile, Verdict
 from pytest_vitperf.measurement import Measurement, Spec
+from pytest_vitperf.plan import PlanRecord
 from pytest_vitperf.precision import PRECISIONS, unsupported_reason
 
 if TYPE_CHECKING:
     from pytest_vitperf.backends import Backend, Engine
-    from pytest_vitperf.baselines.gate import Outcome
     from pytest_vitperf.baselines.store import JsonDirStorage
     from pytest_vitperf.env import Device
     from pytest_vitperf.options import Settings
@@ -26,39 +27,6 @@ CPU_DEFAULTS = (("vit_tiny_patch16_224",), (1, 8))
 # 2000 ms gave 1.2% (docs/benchmarks.md).
 GPU_WARMUP_MS = 2000.0
 CPU_WARMUP_MS = 200.0
-
-
-@dataclass(frozen=True)
-class BaselineRow:
-    """One line of the baselines table, as plain data so that xdist workers can hand it over."""
-
-    model: str
-    precision: str
-    batch: int
-    baseline: str
-    current: str
-    delta: str
-    p_value: str
-    verdict: str
-    note: str = ""
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """Outcome of a speedup check against a floor; `floor` None means no floor applies."""
-
-    reference: Measurement
-    candidate: Measurement
-    floor: float | None
-    source: str = ""
-
-    @property
-    def speedup(self) -> float:
-        return self.reference.median / self.candidate.median
-
-    @property
-    def passed(self) -> bool:
-        return self.floor is None or self.speedup >= self.floor
 
 
 def _worker_index() -> int:
@@ -73,8 +41,9 @@ class VitperfSession:
         self.config = config  # the pytest config, for the pytest_vitperf_model_built hook
         self.measurements: dict[tuple[str, str, int, str], Measurement] = {}
         self.verdicts: dict[tuple[str, str, int, str], Verdict] = {}
-        self.baseline_rows: list[BaselineRow] = []
-        self.baseline_updates: list[str] = []
+        self.outcomes: list[Outcome] = []
+        self.writes: list[Write] = []
+        self.plans: list[PlanRecord] = []
         self._measured_here: dict[tuple[str, str, int, str], str] = {}  # key -> nodeid
         self._engines: dict[tuple[str, str, int], Engine] = {}
         self._floors: dict[Path, FloorsFile | None] = {}
@@ -91,9 +60,12 @@ class VitperfSession:
 
     @cached_property
     def _backend(self) -> tuple[Backend, str | None]:
-        from pytest_vitperf.backends import select_backend
+        from pytest_vitperf.backends import hook_maker, select_backend
 
-        return select_backend(self.settings.backend, self.device)
+        if self.config is None:
+            return select_backend(self.settings.backend, self.device)
+        make, names = hook_maker(self.config)
+        return select_backend(self.settings.backend, self.device, make, names)
 
     @property
     def backend(self) -> Backend:
@@ -127,7 +99,7 @@ class VitperfSession:
         """Why `precision` cannot be measured here, or None. Nothing is built to find out."""
         if self.backend_reason is not None:
             return self.backend_reason
-        return unsupported_reason(precision, self.device, self.backend.name) or self.backend.precision_reason(precision)
+        return unsupported_reason(precision, self.device) or self.backend.precision_reason(precision)
 
     def engine(self, model_name: str, precision: str, batch: int) -> Engine:
         key = (model_name, precision, batch)
@@ -198,61 +170,13 @@ class VitperfSession:
 
         return fingerprint(self.device)
 
-    def judge_baseline(self, m: Measurement, threshold: float) -> Outcome | None:
-        """Compare `m` with its baseline and add a row to the summary; None when no baseline folder is set."""
-        from pytest_vitperf.baselines import gate
-
-        if self.baselines is None:
-            return None
-        o = gate.judge(self.baselines, m, threshold, self.environment)
-        s = m.spec
-        c = o.comparison
-        if c is not None:
-            verdict = c.verdict + ("" if c.p_value is not None else " (threshold only: no raw samples)")
-            if c.verdict == "improvement":
-                verdict += "; refresh with --vitperf-update-baselines"
-            note = "; ".join(f"environment: {e}" for e in o.env_changes)
-            row = BaselineRow(
-                s.model,
-                s.precision,
-                s.batch,
-                f"{c.baseline_ms:.3f} ({c.statistic})",
-                f"{c.current_ms:.3f}",
-                f"{c.delta:+.1%}",
-                "-" if c.p_value is None else f"{c.p_value:.2g}",
-                verdict,
-                note,
-            )
-        else:
-            row = BaselineRow(s.model, s.precision, s.batch, "-", f"{m.median:.3f}", "-", "-", o.kind, o.note)
-        self.baseline_rows.append(row)
-        return o
-
     def write_baselines(self) -> None:
-        """Write or refresh the baselines of what this process measured, noting each change."""
-        from pytest_vitperf.baselines import gate
-        from pytest_vitperf.baselines.store import BaselineFileError
-
-        if self.baselines is None or not self._measured_here:
+        """Write or refresh the baselines of what this process measured."""
+        if self.baselines is None:
             return
         for key, nodeid in self._measured_here.items():
             m = self.measurements[key]
-            new = gate.to_baseline(m, self.environment, nodeid)
-            path = self.baselines.path(new.key)
-            try:
-                old = self.baselines.get(new.key)
-                self.baselines.put([new])
-            except BaselineFileError as exc:
-                self.baseline_updates.append(f"NOT WRITTEN {new.key.entry}: {exc}")
-                continue
-            if old is None:
-                self.baseline_updates.append(f"added {path} [{new.key.entry}] median {new.value:.3f} ms")
-            else:
-                change = new.value / old.value - 1
-                self.baseline_updates.append(
-                    f"refreshed {path} [{new.key.entry}] {old.value:.3f} ms ({old.statistic}) -> "
-                    f"{new.value:.3f} ms ({change:+.1%})"
-                )
+            self.writes.append(write(self.baselines, to_baseline(m, self.environment, measured_provenance(m, nodeid))))
 
     # -- results --------------------------------------------------------------------------------
     def record(self, m: Measurement, nodeid: str = "") -> None:
@@ -266,31 +190,18 @@ class VitperfSession:
     def export(self) -> dict[str, Any]:
         """Results as plain data, for xdist workers to hand to the controller."""
         return {
-            "baseline_rows": [asdict(r) for r in self.baseline_rows],
-            "baseline_updates": list(self.baseline_updates),
+            "outcomes": [o.to_dict() for o in self.outcomes],
+            "writes": [w.to_dict() for w in self.writes],
+            "plans": [p.to_dict() for p in self.plans],
             "measurements": [m.to_dict() for m in self.measurements.values()],
-            "verdicts": [
-                {
-                    "reference": v.reference.to_dict(),
-                    "candidate": v.candidate.to_dict(),
-                    "floor": v.floor,
-                    "source": v.source,
-                }
-                for v in self.verdicts.values()
-            ],
+            "verdicts": [v.to_dict() for v in self.verdicts.values()],
         }
 
     def merge(self, data: dict[str, Any]) -> None:
-        self.baseline_rows += [BaselineRow(**r) for r in data.get("baseline_rows", [])]
-        self.baseline_updates += data.get("baseline_updates", [])
+        self.outcomes += [Outcome.from_dict(o) for o in data.get("outcomes", [])]
+        self.writes += [Write.from_dict(w) for w in data.get("writes", [])]
+        self.plans += [PlanRecord(**p) for p in data.get("plans", [])]
         for m in data.get("measurements", []):
             self.record(Measurement.from_dict(m))
         for v in data.get("verdicts", []):
-            self.record_verdict(
-                Verdict(
-                    Measurement.from_dict(v["reference"]),
-                    Measurement.from_dict(v["candidate"]),
-                    v["floor"],
-                    v.get("source", ""),
-                )
-            )
+            self.record_verdict(Verdict.from_dict(v))

@@ -23,11 +23,15 @@ FAST = (
 
 @pytest.fixture(scope="session", autouse=True)
 def _heavy_imports_first() -> None:
-    """pytester's in-process runs drop modules first imported inside them, and torch cannot be imported
-    twice in one process: load the heavy libraries before any inner run (not at conftest import, which
-    would slow `pytest --help`)."""
+    """pytester's in-process runs drop modules first imported inside them, and torch, its compiler caches and the
+    native extensions under Model Optimizer's ONNX export (lief, onnxruntime) break the process when imported a
+    second time: load them before any inner run (not at conftest import, which would slow `pytest --help`)."""
+    import modelopt.torch.quantization  # noqa: F401
+    import onnxruntime  # noqa: F401
     import timm  # noqa: F401
     import torch  # noqa: F401
+    from modelopt.onnx.autocast.convert import convert_to_f16  # noqa: F401
+    from modelopt.torch._deploy.utils import get_onnx_bytes_and_metadata  # noqa: F401
 
 
 @pytest.fixture

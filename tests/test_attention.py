@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper
 
 from pytest_vitperf.attention import (
-    PRECISION_RULES,
+    RULES,
     AttentionBlock,
     AttentionShape,
     ViTConfig,
@@ -117,8 +117,10 @@ def test_high_precision_needs_no_divisibility(precision: str) -> None:
     assert check_attention_shapes(cfg, precision) == []
 
 
-def test_every_precision_has_one_rule_entry() -> None:
-    assert set(PRECISION_RULES) == set(PRECISIONS)
+def test_rules_name_known_precision_families_once() -> None:
+    families = {p.family for p in PRECISIONS.values()}
+    assert all(r.precisions <= families for r in RULES)  # every rule names precisions that exist
+    assert len({r.name for r in RULES}) == len(RULES)
 
 
 def test_timm_vit_base_breaks_the_sequence_and_class_token_rules_for_nvfp4() -> None:

@@ -117,18 +117,18 @@ def test_regression_needs_both_threshold_and_significance() -> None:
     rng = np.random.default_rng(0)
     base = list(10 + rng.normal(0, 0.05, 50))
     slow = [x * 1.08 for x in base]
-    assert compare(np.median(base), np.median(slow), baseline_samples=base, current_samples=slow).verdict == REGRESSION
+    assert compare(np.median(base), np.median(slow), baseline_samples=base, current_samples=slow).change == REGRESSION
     # 3% slower, significant, but within the 5% threshold.
     tiny = [x * 1.03 for x in base]
     c = compare(np.median(base), np.median(tiny), baseline_samples=base, current_samples=tiny)
-    assert c.verdict == UNCHANGED and c.p_value is not None and c.p_value < 0.01
+    assert c.change == UNCHANGED and c.p_value is not None and c.p_value < 0.01
     # 8% slower on two samples each: not significant.
     c = compare(10.0, 10.8, baseline_samples=[9.0, 11.0], current_samples=[8.0, 13.6])
-    assert c.verdict == UNCHANGED and c.p_value is not None and c.p_value >= 0.01
+    assert c.change == UNCHANGED and c.p_value is not None and c.p_value >= 0.01
     # No raw samples: the threshold alone decides, and says so.
     c = compare(10.0, 10.8)
-    assert c.verdict == REGRESSION and c.p_value is None and c.method == "threshold only: no raw samples"
-    assert compare(10.0, 9.0).verdict == IMPROVEMENT
+    assert c.change == REGRESSION and c.p_value is None and c.method == "threshold only: no raw samples"
+    assert compare(10.0, 9.0).change == IMPROVEMENT
 
 
 samples_st = st.lists(st.floats(1.0, 100.0), min_size=3, max_size=40)
@@ -145,7 +145,7 @@ def test_comparison_is_scale_invariant(a: list[float], b: list[float], c: float)
         baseline_samples=[v * c for v in a],
         current_samples=[v * c for v in b],
     )
-    assert x.verdict == y.verdict
+    assert x.change == y.change
     assert x.p_value == pytest.approx(y.p_value, rel=1e-9)
 
 
@@ -153,8 +153,8 @@ def test_comparison_is_scale_invariant(a: list[float], b: list[float], c: float)
 def test_threshold_monotonicity(a: list[float], b: list[float], t1: float, t2: float) -> None:
     lo, hi = sorted((t1, t2))
     args = {"baseline_samples": a, "current_samples": b}
-    at_hi = compare(float(np.median(a)), float(np.median(b)), threshold=hi, **args).verdict
-    at_lo = compare(float(np.median(a)), float(np.median(b)), threshold=lo, **args).verdict
+    at_hi = compare(float(np.median(a)), float(np.median(b)), threshold=hi, **args).change
+    at_lo = compare(float(np.median(a)), float(np.median(b)), threshold=lo, **args).change
     if at_hi != UNCHANGED:
         assert at_lo == at_hi  # flagged at a high threshold: flagged at every lower one
     if at_lo == UNCHANGED:
@@ -185,7 +185,7 @@ def test_twenty_reruns_against_their_own_baseline_give_no_regression() -> None:
     runs = [samples[i::21] for i in range(21)]
     base = runs[0]
     verdicts = [
-        compare(float(np.median(base)), float(np.median(r)), baseline_samples=base, current_samples=r).verdict
+        compare(float(np.median(base)), float(np.median(r)), baseline_samples=base, current_samples=r).change
         for r in runs[1:]
     ]
     assert verdicts.count(REGRESSION) == 0, verdicts
@@ -257,7 +257,7 @@ def test_upgrade_report_keeps_latency_and_speedup_apart(capsys: pytest.CaptureFi
     assert rc == 0
     assert "| fp16 | 8.23 ms | 7.90 ms | -4.0% | improvement (within 5%) | threshold only: no raw samples |" in out
     assert "| nvfp4 | 1.60x | 1.53x | -0.07x |" in out
-    assert out.rstrip().endswith("**Verdict: PASS**")
+    assert out.rstrip().endswith("**Gate: PASS**")
 
 
 def test_upgrade_report_fails_a_floor_and_says_why(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -269,7 +269,7 @@ def test_upgrade_report_fails_a_floor_and_says_why(capsys: pytest.CaptureFixture
         "| nvfp4 | 1.60x | 1.53x | -0.07x | 1.55x | FAIL: 1.53x < 1.55x (--floor); "
         "fp16 latency -4.0%, nvfp4 latency +0.4% |"
     ) in out
-    assert "**Verdict: FAIL** — 1 speedup floor(s) failed." in out
+    assert "**Gate: FAIL** — 1 speedup floor(s) failed." in out
     assert (tmp_path / "r.md").read_text() == out
 
 

@@ -91,7 +91,7 @@ def test_full_workflow(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
     r.stdout.fnmatch_lines(
         [
             "*latency regression: vit_tiny_patch16_224 fp32 batch 1 on torch *(median, threshold 100%, Mann-Whitney U)",
-            "*baseline * current * Δ * p-value * verdict",
+            "*baseline * current * Δ * p-value * change",
             "* ms * ms * +* REGRESSION",
             "*If the change is intended, accept it:",
             "*pytest --gpu-bench 'test_tiny.py::test_tiny' --vitperf-update-baselines",
@@ -149,6 +149,19 @@ def test_a_corrupt_baseline_file_fails_its_tests_and_is_kept(project: pytest.Pyt
         ["*baseline file */vit_tiny_patch16_224.json: is not valid JSON*", "*Fix or remove that file*"]
     )
     assert f.read_text() == before
+
+
+@pytest.mark.parametrize("workers", [0, 2], ids=["one-process", "xdist"])
+def test_a_baseline_that_cannot_be_written_fails_the_run(project: pytest.Pytester, workers: int) -> None:
+    if workers:
+        pytest.importorskip("xdist")
+    (project.path / "bl").mkdir()
+    (project.path / "bl" / "torch").write_text("a file where the backend's folder must go\n")
+    r = project.runpytest(*ARGS, "--vitperf-update-baselines", *(["-n", str(workers)] if workers else []))
+    r.assert_outcomes(passed=1)  # the test itself passed; the run did not do what it was asked
+    assert r.ret == pytest.ExitCode.TESTS_FAILED
+    r.stdout.fnmatch_lines(["NOT WRITTEN */bl/torch/*/vit_tiny_patch16_224.json [[]fp32/b1[]]: *; the run fails*"])
+    assert (project.path / "bl" / "torch").read_text().startswith("a file")  # nothing lost
 
 
 def test_xdist_workers_merge_their_updates(project: pytest.Pytester) -> None:

@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from pytest_vitperf.coverage import quantization_coverage
-from pytest_vitperf.engine import BuildOptions, EngineCache, build_engine
 from pytest_vitperf.models import build_model
-from pytest_vitperf.precision import PRECISIONS
-from pytest_vitperf.recipes import RECIPES, export_onnx, get_recipe
+from pytest_vitperf.plan import BuildOptions, PlanCache, build_cached
+from pytest_vitperf.precision import PRECISIONS, get_precision
+from pytest_vitperf.recipes import export_onnx, opset
 
 DATA = Path(__file__).parent / "data"
 trt = pytest.importorskip("tensorrt_rtx", reason="tensorrt_rtx is not installed: pip install 'pytest-vitperf[rtx]'")
@@ -37,14 +37,14 @@ def exports(tiny: torch.nn.Module, cache: Path) -> dict[str, bytes]:
     return {r: export_onnx(r, tiny, 1, cache_dir=cache) for r in recipes}
 
 
-def test_recipe_table() -> None:
-    assert set(RECIPES) >= {"fp16", "bf16", "fp8", "fp8-attn", "int8", "int8-smoothquant", "mxfp8", "nvfp4"}
-    assert "nvfp4-mlp-only" in RECIPES
-    assert {"fp16-sparse24", "fp8-sparse24"} <= set(RECIPES)
-    assert all(r.precision in PRECISIONS for r in RECIPES.values())
-    assert get_recipe("nvfp4").opset == 23 and get_recipe("fp8").opset == 20  # FP4 types need opset 23
-    with pytest.raises(ValueError, match="unknown recipe 'fp6'; valid: fp32, fp16"):
-        get_recipe("fp6")
+def test_every_registry_entry_has_a_recipe() -> None:
+    assert set(PRECISIONS) >= {"fp16", "bf16", "fp8", "fp8-attn", "int8", "int8-smoothquant", "mxfp8", "nvfp4"}
+    assert {"nvfp4-mlp-only", "fp16-sparse24", "fp8-sparse24"} <= set(PRECISIONS)
+    quantized = {n for n, p in PRECISIONS.items() if p.recipe.config is not None}
+    assert quantized == {n for n, p in PRECISIONS.items() if p.weights not in ("fp32", "fp16", "bf16")}
+    assert opset(get_precision("nvfp4-mlp-only")) == 23 and opset(get_precision("fp8")) == 20  # FP4 needs 23
+    with pytest.raises(ValueError, match="unknown precision 'fp6'; valid: fp32, fp16"):
+        export_onnx("fp6", torch.nn.Linear(2, 2), 1)
 
 
 @pytest.mark.parametrize("recipe", ["nvfp4", "mxfp8"])
@@ -99,7 +99,7 @@ def test_int8_smoothquant_scales_every_linear_input(exports: dict[str, bytes], t
 
     assert len(smoothed(smooth)) == 49 and smoothed(default) == set()  # 12 blocks x 4 Linears + the head
     assert quantization_coverage(smooth).fraction_at("int8") == pytest.approx(0.857, abs=0.002)
-    assert build_engine(trt, "tensorrt-rtx", trt.__version__, smooth.SerializeToString(), TARGET).size_bytes > 5e6
+    assert build_cached(trt, "tensorrt-rtx", trt.__version__, smooth.SerializeToString(), TARGET).size_bytes > 5e6
 
 
 def test_fp16_sparse24_weights_are_two_of_four(exports: dict[str, bytes]) -> None:
@@ -132,11 +132,11 @@ def test_tensorrt_rtx_builds_sm120_engines_on_the_cpu(
     exports: dict[str, bytes], cache: Path, recipe: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     lines: list[str] = []
-    engines = EngineCache(cache / "engines")
-    first = build_engine(
+    engines = PlanCache(cache / "plans")
+    first = build_cached(
         trt, "tensorrt-rtx", trt.__version__, exports[recipe], TARGET, cache=engines, progress=lines.append
     )
-    second = build_engine(trt, "tensorrt-rtx", trt.__version__, exports[recipe], TARGET, cache=engines)
+    second = build_cached(trt, "tensorrt-rtx", trt.__version__, exports[recipe], TARGET, cache=engines)
     assert first.cache in ("miss", "hit") and second.cache == "hit" and second.plan == first.plan
     assert first.size_bytes > 5e6
     with capsys.disabled():  # so that a CI log shows the build and the hit
@@ -144,33 +144,33 @@ def test_tensorrt_rtx_builds_sm120_engines_on_the_cpu(
 
 
 def test_engine_cache_never_trusts_a_bad_entry(exports: dict[str, bytes], tmp_path: Path) -> None:
-    engines = EngineCache(tmp_path)
+    engines = PlanCache(tmp_path)
     data = exports["fp16"]
-    good = build_engine(trt, "tensorrt-rtx", trt.__version__, data, TARGET, cache=engines)
+    good = build_cached(trt, "tensorrt-rtx", trt.__version__, data, TARGET, cache=engines)
     assert good.path is not None and good.cache == "miss"
     meta = good.path.with_suffix(".json")
 
     good.path.write_bytes(good.plan[: len(good.plan) // 2])
-    r = build_engine(trt, "tensorrt-rtx", trt.__version__, data, TARGET, cache=engines)
+    r = build_cached(trt, "tensorrt-rtx", trt.__version__, data, TARGET, cache=engines)
     assert r.cache.startswith("rebuilt: engine file corrupt or truncated") and r.plan == good.plan
 
     doc = json.loads(meta.read_text())
     doc["key"]["version"] = "0.0"
     meta.write_text(json.dumps(doc))
-    r = build_engine(trt, "tensorrt-rtx", trt.__version__, data, TARGET, cache=engines)
+    r = build_cached(trt, "tensorrt-rtx", trt.__version__, data, TARGET, cache=engines)
     assert r.cache == "rebuilt: entry belongs to another build (foreign key)"
 
     meta.write_text("{")
-    r = build_engine(trt, "tensorrt-rtx", trt.__version__, data, TARGET, cache=engines)
+    r = build_cached(trt, "tensorrt-rtx", trt.__version__, data, TARGET, cache=engines)
     assert r.cache == "rebuilt: metadata missing or unreadable"
-    assert build_engine(trt, "tensorrt-rtx", trt.__version__, data, TARGET, cache=engines).cache == "hit"
+    assert build_cached(trt, "tensorrt-rtx", trt.__version__, data, TARGET, cache=engines).cache == "hit"
 
 
 def test_parser_errors_are_reported() -> None:
-    from pytest_vitperf.engine import EngineBuildError
+    from pytest_vitperf.plan import EngineBuildError
 
     with pytest.raises(EngineBuildError, match="the ONNX parser refused the graph"):
-        build_engine(trt, "tensorrt-rtx", trt.__version__, b"not an onnx file", TARGET)
+        build_cached(trt, "tensorrt-rtx", trt.__version__, b"not an onnx file", TARGET)
 
 
 @pytest.fixture(scope="module")
@@ -180,7 +180,7 @@ def vit_base_engines(cache: Path) -> dict[str, tuple[int, float]]:
     out = {}
     for recipe in ("fp16", "fp8", "nvfp4"):
         data = export_onnx(recipe, base, 1, cache_dir=cache)
-        result = build_engine(trt, "tensorrt-rtx", trt.__version__, data, TARGET, cache=EngineCache(cache / "engines"))
+        result = build_cached(trt, "tensorrt-rtx", trt.__version__, data, TARGET, cache=PlanCache(cache / "plans"))
         out[recipe] = (result.size_bytes, quantization_coverage(onnx.load_from_string(data)).fraction)
     return out
 
@@ -212,7 +212,7 @@ def test_fp8_attn_quantizes_attention_where_fp8_does_not(tiny: torch.nn.Module, 
     assert check_attention_shapes(attn, "fp8") == []
     report = quantization_coverage(attn)
     assert report.attention_quantized is True and report.fraction_at("fp8") == 1.0
-    engine = build_engine(trt, "tensorrt-rtx", trt.__version__, attn.SerializeToString(), TARGET)
+    engine = build_cached(trt, "tensorrt-rtx", trt.__version__, attn.SerializeToString(), TARGET)
     assert engine.size_bytes > 5e6
 
 

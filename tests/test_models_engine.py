@@ -83,8 +83,9 @@ def test_nan_outputs_are_refused_with_the_reason() -> None:
 
 
 def test_torch_backend_refuses_precisions_it_does_not_build() -> None:
-    with pytest.raises(VitperfError, match="builds fp32, fp16, bf16, fp8, int8, not mxfp8"):
-        prepare(build_model("vit_tiny"), "mxfp8")
+    for name in ("mxfp8", "fp8-attn", "fp16-sparse24"):
+        with pytest.raises(VitperfError, match=f"{name} is not built by the torch backend.*--vitperf-backend"):
+            prepare(build_model("vit_tiny"), name)
 
 
 # vit_tiny has 49 Linears; _scaled_mm refuses the 1000x192 head (1000 % 16 != 0), so FP8 keeps it in FP16.

@@ -1,8 +1,12 @@
-"""Backend registry and the choice of backend for a run."""
+"""Backends: the built-in ones, made through the `pytest_vitperf_make_backend` hook like any a conftest.py adds,
+and the choice of backend for a run."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pytest
 
 from pytest_vitperf.backends.base import Backend, Engine, VitperfError
 from pytest_vitperf.backends.tensorrt import TensorRTBackend, TensorRTRTXBackend
@@ -11,34 +15,66 @@ from pytest_vitperf.backends.torch import TorchBackend
 if TYPE_CHECKING:
     from pytest_vitperf.env import Device
 
-__all__ = ["BACKENDS", "Backend", "Engine", "VitperfError", "get_backend", "select_backend"]
+__all__ = ["BUILTIN", "Backend", "BuiltinBackends", "Engine", "VitperfError", "get_backend", "select_backend"]
 
 # In order of preference for --vitperf-backend auto.
-BACKENDS: dict[str, type[Backend]] = {
+BUILTIN: dict[str, Callable[[], Backend]] = {
     "tensorrt": TensorRTBackend,
     "tensorrt-rtx": TensorRTRTXBackend,
     "torch": TorchBackend,
 }
 
 
+class BuiltinBackends:
+    """The built-in backends as a pytest plugin: they register through the same hooks as a user's."""
+
+    @pytest.hookimpl(tryfirst=True)  # first in the list: auto prefers them
+    def pytest_vitperf_backend_names(self) -> list[str]:
+        return list(BUILTIN)
+
+    @pytest.hookimpl(trylast=True)  # a conftest.py may replace a built-in under its name
+    def pytest_vitperf_make_backend(self, name: str) -> Backend | None:
+        factory = BUILTIN.get(name)
+        return factory() if factory is not None else None
+
+
 def get_backend(name: str) -> Backend:
+    """A built-in backend by name, outside a pytest run (the `vitperf` command)."""
     try:
-        return BACKENDS[name]()
+        return BUILTIN[name]()
     except KeyError:
-        raise ValueError(f"unknown backend {name!r}; valid: {', '.join(BACKENDS)}") from None
+        raise ValueError(f"unknown backend {name!r}; valid: {', '.join(BUILTIN)}") from None
 
 
-def select_backend(name: str, device: Device) -> tuple[Backend, str | None]:
+def select_backend(
+    name: str,
+    device: Device,
+    make: Callable[[str], Backend] = get_backend,
+    names: Sequence[str] = tuple(BUILTIN),
+) -> tuple[Backend, str | None]:
     """The backend to use and why it cannot run here (None when it can).
 
-    `auto` picks the first backend in BACKENDS that can run on `device`; torch always can.
+    `auto` picks the first of `names` that can run on `device`; torch always can.
     """
     if name != "auto":
-        backend = get_backend(name)
+        backend = make(name)
         return backend, backend.unavailable_reason(device)
-    for candidate in BACKENDS:
-        backend = get_backend(candidate)
+    for candidate in names:
+        backend = make(candidate)
         if backend.unavailable_reason(device) is None:
             return backend, None
-    backend = get_backend("torch")
+    backend = make("torch")
     return backend, backend.unavailable_reason(device)
+
+
+def hook_maker(config: Any) -> tuple[Callable[[str], Backend], list[str]]:
+    """The make function and the names of every backend the run's plugins and conftest.py files provide."""
+    names = list(dict.fromkeys(n for group in config.hook.pytest_vitperf_backend_names(config=config) for n in group))
+
+    def make(name: str) -> Backend:
+        backend = config.hook.pytest_vitperf_make_backend(config=config, name=name)
+        if backend is None:
+            raise ValueError(f"unknown backend {name!r}; valid: auto, {', '.join(names)}")
+        return backend
+
+    return make, names

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
+from pytest_vitperf.errors import VitperfError
+
+__all__ = ["Backend", "Engine", "VitperfError"]
+
 if TYPE_CHECKING:
     import torch
 
@@ -11,10 +15,6 @@ if TYPE_CHECKING:
     from pytest_vitperf.kernels import Breakdown
     from pytest_vitperf.options import Settings
     from pytest_vitperf.timing import Clock
-
-
-class VitperfError(RuntimeError):
-    """A failure with a message meant for the user, ending with what to do about it."""
 
 
 class Engine(Protocol):

@@ -1,7 +1,7 @@
 """TensorRT backends: `tensorrt` (data-centre and workstation GPUs) and `tensorrt_rtx` (RTX GPUs).
 
 Both follow one path: the precision recipe quantizes the timm model with Model Optimizer and exports ONNX; a
-strongly typed network is built from it (engine.py, cached on disk); the runner keeps device buffers, a
+strongly typed network is built from it (plan.py, cached on disk); the runner keeps device buffers, a
 non-default stream and CUDA events through cuda-python, and replays a CUDA graph captured around
 `execute_async_v3`. TensorRT-RTX builds ahead of time for an explicit compute capability, so its engines can
 be built on a machine without a GPU; running them needs one of the GPUs it supports.
@@ -14,10 +14,12 @@ import importlib.util
 import json
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_vitperf.backends.base import VitperfError
 from pytest_vitperf.env import version_of
+from pytest_vitperf.errors import VitperfError
+from pytest_vitperf.precision import builtin_backend_reason, get_precision
 from pytest_vitperf.timing import Clock, CudaPythonEventClock, check_cuda
 
 if TYPE_CHECKING:
@@ -28,21 +30,10 @@ if TYPE_CHECKING:
     from pytest_vitperf.layers import Layer, LayerTime
     from pytest_vitperf.options import Settings
 
-# Precision -> recipe used to build its engine.
-RECIPE_FOR = {
-    "fp32": "fp32",
-    "fp16": "fp16",
-    "bf16": "bf16",
-    "int8": "int8",
-    "fp8": "fp8",
-    "mxfp8": "mxfp8",
-    "nvfp4": "nvfp4",
-    "fp16-sparse24": "fp16-sparse24",
-}
-
-
 @dataclass
 class TrtEngine:
+    """A deserialized engine; `allocate()` creates its context, stream, device buffers and CUDA graph."""
+
     backend: str
     model_name: str
     precision: str
@@ -53,7 +44,8 @@ class TrtEngine:
     info: dict[str, Any] = field(default_factory=dict)
     clock: Clock = field(init=False)
 
-    def __post_init__(self) -> None:
+    def allocate(self) -> TrtEngine:
+        """Deserialize, allocate device buffers with resident random inputs, run once and capture the graph."""
         from cuda.bindings import runtime as rt
 
         self._runtime = self.trt.Runtime(self.trt.Logger(self.trt.Logger.WARNING))
@@ -88,6 +80,7 @@ class TrtEngine:
             graph = check_cuda(rt.cudaStreamEndCapture(self.stream))
             self._graph_exec = check_cuda(rt.cudaGraphInstantiate(graph, 0))
         self.info["mode"] = "cuda-graph" if self._graph_exec is not None else "enqueue"
+        return self
 
     def launch(self) -> None:
         from cuda.bindings import runtime as rt
@@ -174,9 +167,16 @@ class _TensorRTFamily:
     def version(self) -> str | None:
         return version_of(*self.dists)
 
-    def unavailable_reason(self, device: Device) -> str | None:
+    def missing(self) -> str | None:
+        """Why the Python module is missing, or None."""
         if importlib.util.find_spec(self.module) is None:
             return f"{self.module} is not installed ({self.install_hint})"
+        return None
+
+    def unavailable_reason(self, device: Device) -> str | None:
+        missing = self.missing()
+        if missing is not None:
+            return missing
         if device.sm is None:
             return f"the {self.name} backend needs an NVIDIA GPU to run engines; no CUDA GPU here ({device.name})"
         if self.runs_on is not None and device.sm not in self.runs_on:
@@ -185,10 +185,48 @@ class _TensorRTFamily:
         return None
 
     def precision_reason(self, precision: str) -> str | None:
-        return None  # Model Optimizer, which every recipe needs, is a core dependency
+        return builtin_backend_reason(precision, self.name)  # Model Optimizer, which exports, is a core dependency
 
     def target(self, device: Device) -> str:
         return "native"
+
+    def build(
+        self, model: torch.nn.Module, *, model_name: str, precision: str, batch: int, target: str, cache: Path | None
+    ) -> tuple[bytes, dict[str, Any]]:
+        """The plan of `precision` for `target` ("native": the GPU at hand; "SM120" and the like: TensorRT-RTX's
+        ahead-of-time build, which needs no GPU), from the precision's export, and what to record about it."""
+        import onnx as onnx_lib
+
+        from pytest_vitperf.coverage import quantization_coverage
+        from pytest_vitperf.plan import BuildOptions, PlanCache, build_cached
+        from pytest_vitperf.recipes import export_onnx
+
+        reason = self.precision_reason(precision)
+        if reason is not None:
+            raise VitperfError(reason)
+        trt = importlib.import_module(self.module)
+        onnx = export_onnx(precision, model, batch, cache_dir=cache)
+        options = BuildOptions(target=target, sparse_weights=get_precision(precision).recipe.sparse24)
+        result = build_cached(
+            trt,
+            self.name,
+            self.version() or "?",
+            onnx,
+            options,
+            cache=PlanCache(cache / "plans") if cache is not None else None,
+            progress=lambda line: print(f"vitperf: {model_name} {precision} b{batch}: {line}", file=sys.stderr),
+        )
+        coverage = quantization_coverage(onnx_lib.load_from_string(onnx))
+        info = {
+            "backend": self.name,
+            "target": target,
+            "engine_bytes": result.size_bytes,
+            "cache": result.cache,
+            "build_s": round(result.seconds, 1),
+            "coverage": coverage.summary(),
+            "quantized_gemm_flops": round(coverage.fraction, 4),
+        }
+        return result.plan, info
 
     def prepare(
         self,
@@ -200,40 +238,16 @@ class _TensorRTFamily:
         device: Device,
         settings: Settings,
     ) -> TrtEngine:
-        from pytest_vitperf.engine import BuildOptions, EngineCache, build_engine
-        from pytest_vitperf.recipes import export_onnx
-
-        recipe = RECIPE_FOR.get(precision)
-        if recipe is None:
-            raise VitperfError(f"the {self.name} backend builds {', '.join(RECIPE_FOR)}, not {precision}")
-        trt = importlib.import_module(self.module)
-        cache = settings.cache_dir
-        onnx = export_onnx(recipe, model.to(device.torch_device), batch, cache_dir=cache)
-        options = BuildOptions(target=self.target(device), sparse_weights=precision.endswith("sparse24"))
-        result = build_engine(
-            trt,
-            self.name,
-            self.version() or "?",
-            onnx,
-            options,
-            cache=EngineCache(cache / "engines") if cache is not None else None,
-            progress=lambda line: print(f"vitperf: {model_name} {precision} b{batch}: {line}", file=sys.stderr),
+        plan, info = self.build(
+            model.to(device.torch_device),
+            model_name=model_name,
+            precision=precision,
+            batch=batch,
+            target=self.target(device),
+            cache=settings.cache_dir,
         )
-        import onnx as onnx_lib
-
-        from pytest_vitperf.coverage import quantization_coverage
-
-        coverage = quantization_coverage(onnx_lib.load_from_string(onnx))
-        info = {
-            "backend": self.name,
-            "recipe": recipe,
-            "engine_bytes": result.size_bytes,
-            "cache": result.cache,
-            "build_s": round(result.seconds, 1),
-            "coverage": coverage.summary(),
-            "quantized_gemm_flops": round(coverage.fraction, 4),
-        }
-        return TrtEngine(self.name, model_name, precision, batch, trt, result.plan, settings.cuda_graph, info)
+        trt = importlib.import_module(self.module)
+        return TrtEngine(self.name, model_name, precision, batch, trt, plan, settings.cuda_graph, info).allocate()
 
 
 class TensorRTBackend(_TensorRTFamily):

@@ -15,12 +15,14 @@ from __future__ import annotations
 import contextlib
 import copy
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pytest_vitperf.backends.base import VitperfError
 from pytest_vitperf.env import version_of
+from pytest_vitperf.errors import VitperfError
 from pytest_vitperf.models import input_size
+from pytest_vitperf.precision import builtin_backend_reason, get_precision
 from pytest_vitperf.timing import Clock, PerfCounterClock, TorchCudaEventClock
 
 if TYPE_CHECKING:
@@ -30,7 +32,8 @@ if TYPE_CHECKING:
     from pytest_vitperf.kernels import Breakdown
     from pytest_vitperf.options import Settings
 
-# The dtype of everything that is not a quantized GEMM: FP16, as in the FP16 reference and the TensorRT export.
+# The dtype of a precision's GEMMs, and for FP8/INT8 (realquant) of everything that is not a quantized GEMM:
+# FP16, as in the FP16 reference and the TensorRT export.
 _DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "fp8": "float16", "int8": "float16"}
 _REAL_QUANT = ("fp8", "int8")
 INPUT_SEED = 1234
@@ -98,6 +101,25 @@ def _recompile_budget() -> contextlib.AbstractContextManager[object]:
     return config.patch(**{name: 4096})
 
 
+@contextlib.contextmanager
+def _compiling(settings: Settings) -> Iterator[None]:
+    """While an engine compiles: dynamo's raised recompile limit and, with --vitperf-cache-dir, Inductor's cache
+    there (compiled kernels kept across runs instead of recompiled: minutes for max-autotune). Inductor reads its
+    cache location only from the environment, so the variable is set for the compile and restored after it."""
+    key = "TORCHINDUCTOR_CACHE_DIR"
+    old = os.environ.get(key)
+    if settings.cache_dir is not None:
+        os.environ[key] = str(settings.cache_dir / "inductor")
+    try:
+        with _recompile_budget():
+            yield
+    finally:
+        if old is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = old
+
+
 def resolve_compile(mode: str, device: Device) -> str:
     """`auto`: compiled on a GPU, where eager launches of the quantize and elementwise ops around each GEMM would
     cost more than the GEMM saves (FP8 0.49x eager, 1.23x compiled on an H100); eager on a CPU, where the path
@@ -117,7 +139,7 @@ class TorchBackend:
         return None  # torch is a core dependency and runs on CPU and CUDA
 
     def precision_reason(self, precision: str) -> str | None:
-        return None  # Model Optimizer, which calibrates fp8 and int8, is a core dependency
+        return builtin_backend_reason(precision, self.name)  # Model Optimizer, which calibrates, is a core dependency
 
     def prepare(
         self,
@@ -131,21 +153,28 @@ class TorchBackend:
     ) -> TorchEngine:
         import torch
 
-        if precision not in _DTYPES:
-            raise VitperfError(f"the torch backend builds {', '.join(_DTYPES)}, not {precision}")
-        dtype = getattr(torch, _DTYPES[precision])
+        p = get_precision(precision)
+        reason = self.precision_reason(precision)
+        if reason is not None:
+            raise VitperfError(reason)
+        if p.weights not in _DTYPES or p.recipe.sparse24 or p.recipe.mha_fp8:  # a registered entry asking too much
+            raise VitperfError(
+                f"the torch backend builds weights in {', '.join(_DTYPES)} without sparsity or FP8 attention, "
+                f"not {precision}; build it with: --vitperf-backend tensorrt"
+            )
+        dtype = getattr(torch, _DTYPES[p.weights])
         dev = torch.device(device.torch_device)
         compile_mode = resolve_compile(settings.compile, device)
         gen = torch.Generator().manual_seed(INPUT_SEED)
         x = torch.randn(batch, *input_size(model), generator=gen).to(dev, dtype)
         parameters = sum(p.numel() for p in model.parameters())  # before FP8/INT8 weights become buffers
         quantized = None
-        if precision in _REAL_QUANT:
+        if p.weights in _REAL_QUANT and p.recipe.config is not None:
             from pytest_vitperf.realquant import convert
-            from pytest_vitperf.recipes import apply, get_recipe
+            from pytest_vitperf.recipes import apply
 
-            model = apply(get_recipe(precision), copy.deepcopy(model).to(dev).float().eval())
-            quantized = convert(model, precision, dtype).summary()  # casts what it keeps to `dtype`
+            model = apply(p.recipe, copy.deepcopy(model).to(dev).float().eval())
+            quantized = convert(model, p.weights, dtype).summary()  # casts what it keeps to `dtype`
         else:
             model = model.to(dev, dtype).eval()
         tensors = [*model.parameters(), *model.buffers()]
@@ -160,12 +189,9 @@ class TorchBackend:
         if quantized is not None:
             info["quantization"] = quantized
         if compile_mode != "off":
-            if settings.cache_dir is not None:
-                # Keep compiled kernels across sessions instead of recompiling (minutes for max-autotune).
-                os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(settings.cache_dir / "inductor")
             model = torch.compile(model, mode=_COMPILE_MODES[compile_mode])  # type: ignore[assignment]
-
-        budget = _recompile_budget() if compile_mode != "off" else contextlib.nullcontext()
+        # Compiling happens on the first calls below, all inside `budget`.
+        budget = _compiling(settings) if compile_mode != "off" else contextlib.nullcontext()
         if device.sm is None:
             if compile_mode != "off":
                 with budget, torch.inference_mode():

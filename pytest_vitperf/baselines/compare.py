@@ -2,7 +2,7 @@
 
 A regression needs both a relative slowdown above the threshold (default 5%) and statistical significance:
 a two-sided Mann-Whitney U test on the raw samples with p < 0.01. A baseline without raw samples (published
-numbers) is judged on the threshold alone, and the verdict says so. Improvements beyond the threshold are
+numbers) is judged on the threshold alone, and the comparison says so. Improvements beyond the threshold are
 reported the same way, suggesting a refresh. Like asv, both conditions are required: a tiny but significant
 shift, or a large but noisy one, is not a regression.
 """
@@ -11,6 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pytest_vitperf.baselines.store import Baseline
 
 THRESHOLD = 0.05
 ALPHA = 0.01
@@ -27,7 +31,7 @@ class Comparison:
     statistic: str  # median or mean, as the baseline stores it
     threshold: float
     p_value: float | None  # None: no raw samples on one side, threshold only
-    verdict: str
+    change: str  # REGRESSION, IMPROVEMENT or UNCHANGED
 
     @property
     def delta(self) -> float:
@@ -67,9 +71,21 @@ def compare(
     significant = p is None or p < alpha
     delta = current_ms / baseline_ms - 1
     if delta > threshold and significant:
-        verdict = REGRESSION
+        change = REGRESSION
     elif delta < -threshold and significant:
-        verdict = IMPROVEMENT
+        change = IMPROVEMENT
     else:
-        verdict = UNCHANGED
-    return Comparison(baseline_ms, current_ms, statistic, threshold, p, verdict)
+        change = UNCHANGED
+    return Comparison(baseline_ms, current_ms, statistic, threshold, p, change)
+
+
+def compare_to(baseline: Baseline, current_ms: float, current_samples: Sequence[float], threshold: float) -> Comparison:
+    """`current_ms` (the baseline's statistic) and its samples against a stored baseline."""
+    return compare(
+        baseline.value,
+        current_ms,
+        statistic=baseline.statistic,
+        baseline_samples=baseline.samples,
+        current_samples=current_samples,
+        threshold=threshold,
+    )

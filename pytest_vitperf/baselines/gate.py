@@ -1,4 +1,6 @@
-"""The baseline gate inside a test run: find a measurement's baseline, compare, and say what happened.
+"""The baseline gate: the one function that decides what a measurement means against its baseline, and the one
+that writes baselines. Both return plain data (`Outcome`, `Write`); report.py words them, the session collects
+them, fixtures fail a test on `Outcome.failure`, and the run's exit status follows `Write.error`.
 
 Outcomes are distinct: compared (regression, improvement or unchanged), missing (reported, or a failure
 under --vitperf-strict), elsewhere (baselines exist only for other GPUs: never compared silently), and
@@ -7,11 +9,11 @@ unreadable (a malformed baseline file fails the tests that need it, naming the f
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass
 from datetime import date
 from typing import Any
 
-from pytest_vitperf.baselines.compare import Comparison, compare
+from pytest_vitperf.baselines.compare import REGRESSION, Comparison, compare_to
 from pytest_vitperf.baselines.store import Baseline, BaselineFileError, BaselineKey, JsonDirStorage
 from pytest_vitperf.measurement import Measurement
 
@@ -25,12 +27,50 @@ _FINGERPRINT = ("driver", "cuda_runtime", "torch", "modelopt", "tensorrt", "tens
 
 @dataclass(frozen=True)
 class Outcome:
+    """What the gate decided for one measurement."""
+
     key: BaselineKey
-    kind: str
+    kind: str  # COMPARED, MISSING, ELSEWHERE or UNREADABLE
+    current_ms: float
     comparison: Comparison | None = None
-    baseline: Baseline | None = None
+    baseline_from: str = ""  # where the baseline came from and when, for the failure message
     note: str = ""
-    env_changes: tuple[str, ...] = field(default=())
+    env_changes: tuple[str, ...] = ()
+    failure: str | None = None  # None: the test passes the gate; else UNREADABLE, MISSING or REGRESSION
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Outcome:
+        c = d.get("comparison")
+        return cls(
+            **{
+                **d,
+                "key": BaselineKey(**d["key"]),
+                "comparison": Comparison(**c) if c is not None else None,
+                "env_changes": tuple(d.get("env_changes", ())),
+            }
+        )
+
+
+@dataclass(frozen=True)
+class Write:
+    """One baseline written (or not) by --vitperf-update-baselines."""
+
+    key: BaselineKey
+    path: str
+    new_ms: float
+    old_ms: float | None = None
+    old_statistic: str = ""
+    error: str | None = None  # why it was not written; the run fails
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Write:
+        return cls(**{**d, "key": BaselineKey(**d["key"])})
 
 
 def key_for(m: Measurement) -> BaselineKey:
@@ -38,38 +78,47 @@ def key_for(m: Measurement) -> BaselineKey:
     return BaselineKey(s.backend, s.backend_version or "unknown", s.device, s.model, s.precision, s.batch)
 
 
-def judge(storage: JsonDirStorage, m: Measurement, threshold: float, environment: dict[str, Any]) -> Outcome:
+def _source(b: Baseline) -> str:
+    p = b.provenance
+    return f"{p.get('source') or p.get('test') or 'unknown'} ({p.get('date') or p.get('note') or p.get('kind', '')})"
+
+
+def judge(
+    storage: JsonDirStorage,
+    m: Measurement,
+    *,
+    threshold: float,
+    environment: dict[str, Any],
+    strict: bool = False,
+    updating: bool = False,
+) -> Outcome:
+    """Compare `m` with its baseline and decide: a regression, an unreadable baseline file, or (strict) a missing
+    baseline fails; while baselines are being updated only an unreadable file does."""
     key = key_for(m)
     try:
         baseline = storage.get(key)
-        if baseline is None:
-            others = storage.others(key)
-            if others:
-                gpus = ", ".join(sorted({o.gpu for o in others}))
-                return Outcome(key, ELSEWHERE, note=f"baselines exist only for {gpus}; not compared with {key.gpu}")
-            return Outcome(key, MISSING, note=f"no baseline at {storage.path(key)} [{key.entry}]")
+        others = storage.others(key) if baseline is None else []
     except BaselineFileError as exc:
-        return Outcome(key, UNREADABLE, note=str(exc))
+        return Outcome(key, UNREADABLE, m.median, note=str(exc), failure=UNREADABLE)
+    if baseline is None and others:
+        gpus = ", ".join(sorted({o.gpu for o in others}))
+        return Outcome(key, ELSEWHERE, m.median, note=f"baselines exist only for {gpus}; not compared with {key.gpu}")
+    if baseline is None:
+        note = f"no baseline at {storage.path(key)} [{key.entry}]"
+        return Outcome(key, MISSING, m.median, note=note, failure=MISSING if strict and not updating else None)
     current = m.median if baseline.statistic == "median" else m.mean
-    c = compare(
-        baseline.value,
-        current,
-        statistic=baseline.statistic,
-        baseline_samples=baseline.samples,
-        current_samples=m.samples_ms,
-        threshold=threshold,
-    )
+    c = compare_to(baseline, current, m.samples_ms, threshold)
     changes = tuple(
         f"{k} {baseline.environment.get(k)} -> {environment.get(k)}"
         for k in _FINGERPRINT
         if k in baseline.environment and baseline.environment.get(k) != environment.get(k)
     )
-    return Outcome(key, COMPARED, c, baseline, env_changes=changes)
+    failure = REGRESSION if c.change == REGRESSION and not updating else None
+    return Outcome(key, COMPARED, current, c, _source(baseline), env_changes=changes, failure=failure)
 
 
-def to_baseline(m: Measurement, environment: dict[str, Any], nodeid: str) -> Baseline:
-    from pytest_vitperf.env import version_of
-
+def to_baseline(m: Measurement, environment: dict[str, Any], provenance: dict[str, Any]) -> Baseline:
+    """A measurement as the baseline it becomes: its median and raw samples, with where it came from."""
     return Baseline(
         key=key_for(m),
         statistic="median",
@@ -77,31 +126,26 @@ def to_baseline(m: Measurement, environment: dict[str, Any], nodeid: str) -> Bas
         stats=m.stats(),
         samples=m.samples_ms,
         environment=environment,
-        provenance={
-            "kind": "measured",
-            "tool": f"pytest-vitperf {version_of('pytest-vitperf') or ''}".strip(),
-            "test": nodeid,
-            "date": str(date.today()),
-            "timer": m.spec.timer,
-        },
+        provenance={"date": str(date.today()), **provenance},
     )
 
 
-def regression_message(o: Outcome, nodeid: str) -> str:
-    from pytest_vitperf.report import table
+def measured_provenance(m: Measurement, nodeid: str) -> dict[str, Any]:
+    from pytest_vitperf.env import version_of
 
-    c, b = o.comparison, o.baseline
-    assert c is not None and b is not None
-    p = "-" if c.p_value is None else f"{c.p_value:.2g}"
-    rows = [(f"{c.baseline_ms:.3f} ms", f"{c.current_ms:.3f} ms", f"{c.delta:+.1%}", p, c.verdict.upper())]
-    lines = [
-        f"latency regression: {o.key.model} {o.key.precision} batch {o.key.batch} on {o.key.backend} "
-        f"{o.key.backend_version}, {o.key.gpu} ({c.statistic}, threshold {c.threshold:.0%}, {c.method})",
-        *("  " + line for line in table(("baseline", "current", "Δ", "p-value", "verdict"), rows)),
-        f"baseline from {b.provenance.get('source') or b.provenance.get('test') or 'unknown'}"
-        f" ({b.provenance.get('date') or b.provenance.get('note') or b.provenance.get('kind', '')})",
-    ]
-    if o.env_changes:
-        lines.append("environment changed since the baseline: " + "; ".join(o.env_changes))
-    lines += ["If the change is intended, accept it:", f"  pytest --gpu-bench {nodeid!r} --vitperf-update-baselines"]
-    return "\n".join(lines)
+    tool = f"pytest-vitperf {version_of('pytest-vitperf') or ''}".strip()
+    return {"kind": "measured", "tool": tool, "test": nodeid, "timer": m.spec.timer}
+
+
+def write(storage: JsonDirStorage, baseline: Baseline) -> Write:
+    """Write or refresh one baseline. A file that cannot be read (never overwritten) or written is a `Write` with
+    its error, not an exception: the run goes on and fails at its end."""
+    path = storage.path(baseline.key)
+    try:
+        old = storage.get(baseline.key)
+        storage.put([baseline])
+    except (BaselineFileError, OSError) as exc:
+        return Write(baseline.key, str(path), baseline.value, error=str(exc) or type(exc).__name__)
+    if old is None:
+        return Write(baseline.key, str(path), baseline.value)
+    return Write(baseline.key, str(path), baseline.value, old.value, old.statistic)

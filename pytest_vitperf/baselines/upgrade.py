@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from pytest_vitperf.baselines.compare import IMPROVEMENT, REGRESSION, THRESHOLD, Comparison, compare
+from pytest_vitperf.baselines.compare import IMPROVEMENT, REGRESSION, THRESHOLD, Comparison, compare_to
 from pytest_vitperf.baselines.store import Baseline, BaselineStorage
 from pytest_vitperf.env import slug
 from pytest_vitperf.floor import FloorsFile
-from pytest_vitperf.precision import PRECISIONS, REFERENCE
+from pytest_vitperf.precision import REFERENCE, sort_key
 
 
 class UpgradeError(ValueError):
@@ -56,7 +56,7 @@ class UpgradeReport:
 
     @property
     def regressions(self) -> list[tuple[Group, Row]]:
-        return [(g, r) for g in self.groups for r in g.rows if r.comparison and r.comparison.verdict == REGRESSION]
+        return [(g, r) for g in self.groups for r in g.rows if r.comparison and r.comparison.change == REGRESSION]
 
     @property
     def floor_failures(self) -> list[tuple[Group, Row]]:
@@ -116,24 +116,16 @@ def build_report(
             if g == gpu_slug:
                 groups[(model, batch)][version][precision] = b
                 gpu_name = b.key.gpu
-    order = list(PRECISIONS)
     report_groups = []
     for (model, batch), by_version in sorted(groups.items()):
         group = Group(model, batch)
-        precisions = sorted(set(by_version[old]) | set(by_version[new]), key=order.index)
+        precisions = sorted(set(by_version[old]) | set(by_version[new]), key=sort_key)
 
         for p in precisions:
             before, after = by_version[old].get(p), by_version[new].get(p)
             comparison = None
             if before and after:
-                comparison = compare(
-                    before.value,
-                    after.value,
-                    statistic=before.statistic,
-                    baseline_samples=before.samples,
-                    current_samples=after.samples,
-                    threshold=threshold,
-                )
+                comparison = compare_to(before, after.value, after.samples, threshold)
             floor, source = None, ""
             if p != REFERENCE:
                 if floor_overrides and p in floor_overrides:
@@ -149,12 +141,12 @@ def build_report(
 
 
 def describe(c: Comparison | None, threshold: float) -> str:
-    """Words for a latency change: the gate's verdict beyond the threshold, the direction within it."""
+    """Words for a latency change: regression or improvement beyond the threshold, the direction within it."""
     if c is None:
         return "only in one version"
-    if c.verdict == REGRESSION:
+    if c.change == REGRESSION:
         return f"REGRESSION beyond {threshold:.0%}"
-    if c.verdict == IMPROVEMENT:
+    if c.change == IMPROVEMENT:
         return f"improvement beyond {threshold:.0%}: refresh the baseline"
     if c.delta == 0:
         return "same"
@@ -178,7 +170,7 @@ def render_markdown(r: UpgradeReport) -> str:
     lines = [f"# {r.backend} {r.old} → {r.new} on {r.gpu}", ""]
     for g in r.groups:
         lines += [f"## {g.model}, batch {g.batch}", "", "### Absolute latency", ""]
-        lines += [f"| precision | {r.old} | {r.new} | Δ | verdict | test |", "|---|---|---|---|---|---|"]
+        lines += [f"| precision | {r.old} | {r.new} | Δ | change | test |", "|---|---|---|---|---|---|"]
         for row in g.rows:
             c = row.comparison
             delta = f"{c.delta:+.1%}" if c else "-"
@@ -220,5 +212,5 @@ def render_markdown(r: UpgradeReport) -> str:
         why.append(f"{len(r.regressions)} latency regression(s) beyond {r.threshold:.0%}")
     if r.floor_failures:
         why.append(f"{len(r.floor_failures)} speedup floor(s) failed")
-    lines.append(f"**Verdict: {'PASS' if r.passed else 'FAIL'}**" + (f" — {'; '.join(why)}." if why else ""))
+    lines.append(f"**Gate: {'PASS' if r.passed else 'FAIL'}**" + (f" — {'; '.join(why)}." if why else ""))
     return "\n".join(lines) + "\n"

@@ -1,4 +1,5 @@
-"""TensorRT-family engine builds from ONNX, and an on-disk engine cache that never trusts a bad entry.
+"""TensorRT-family plans (serialized engines) built from ONNX, and an on-disk plan cache that never trusts a bad
+entry. The backend deserializes a plan into the engine it times (backends/tensorrt.py).
 
 One strongly typed build path serves TensorRT 10 (STRONGLY_TYPED network flag), TensorRT 11 (the only mode)
 and TensorRT-RTX (which targets compute capabilities explicitly and builds ahead of time without a GPU):
@@ -42,6 +43,21 @@ class BuildOptions:
         d = asdict(self)
         d.pop("timing_cache")  # where the cache lives does not change the engine
         return d
+
+
+@dataclass(frozen=True)
+class PlanRecord:
+    """A plan built ahead of time by the `vitperf_plan` fixture, for the summary (plain data: xdist hands it over)."""
+
+    model: str
+    precision: str
+    batch: int
+    backend: str
+    version: str
+    info: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 @dataclass
@@ -98,7 +114,7 @@ def build_plan(trt: ModuleType, onnx_bytes: bytes, options: BuildOptions, *, rtx
     return bytes(plan)
 
 
-class EngineCache:
+class PlanCache:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
 
@@ -139,18 +155,18 @@ class EngineCache:
         return plan_path
 
 
-def build_engine(
+def build_cached(
     trt: ModuleType,
     backend: str,
     version: str,
     onnx_bytes: bytes,
     options: BuildOptions,
     *,
-    cache: EngineCache | None = None,
+    cache: PlanCache | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> BuildResult:
-    """Build (or fetch from `cache`) the engine of `onnx_bytes`; `progress` gets one line per build."""
-    fields = EngineCache.key_fields(sha256(onnx_bytes), backend, version, options)
+    """Build (or fetch from `cache`) the plan of `onnx_bytes`; `progress` gets one line per build."""
+    fields = PlanCache.key_fields(sha256(onnx_bytes), backend, version, options)
     status = "off"
     if cache is not None:
         plan, status = cache.lookup(fields)

@@ -1,0 +1,135 @@
+"""Extending the plugin without editing it: a precision variant through the registry alone, a backend through the
+`pytest_vitperf_make_backend` hook alone, each benchmarked on the CPU by the real latency suite."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from pytest_vitperf.precision import PRECISIONS, unregister
+from tests.conftest import FAST
+
+# An INT8 variant that runs on the CPU: the same Model Optimizer calibration and real `torch._int_mm` Linears as
+# int8, through the torch backend, which reads what to build from the entry.
+VARIANT = """
+from dataclasses import replace
+
+from pytest_vitperf.precision import ALL_BACKENDS, get_precision, register
+
+int8 = get_precision("int8")
+register(replace(int8.variant("int8-cpu", "INT8 on the CPU", int8.recipe, backends=ALL_BACKENDS), cpu=True))
+"""
+
+# A backend that runs the registry's ONNX export of each precision with ONNX Runtime on the CPU.
+BACKEND = """
+import time
+
+import numpy as np
+
+from pytest_vitperf.recipes import export_onnx
+from pytest_vitperf.timing import PerfCounterClock
+
+
+class OrtEngine:
+    backend = "onnxruntime"
+
+    def __init__(self, session, model_name, precision, batch):
+        self.session, self.model_name, self.precision, self.batch = session, model_name, precision, batch
+        self.clock = PerfCounterClock()
+        i = session.get_inputs()[0]
+        self.feed = {i.name: np.random.default_rng(0).standard_normal([batch, 3, 224, 224]).astype(np.float32)}
+
+    def launch(self):
+        self.session.run(None, self.feed)
+
+    def output(self):
+        import torch
+
+        return torch.from_numpy(self.session.run(None, self.feed)[0])
+
+    def describe(self):
+        return {"backend": "onnxruntime", "provider": "CPUExecutionProvider"}
+
+    def kernel_breakdown(self):
+        raise NotImplementedError
+
+
+class OrtBackend:
+    name = "onnxruntime"
+
+    def version(self):
+        import onnxruntime
+
+        return onnxruntime.__version__
+
+    def unavailable_reason(self, device):
+        return None
+
+    def precision_reason(self, precision):
+        return None if precision in ("fp32", "fp16") else f"onnxruntime here runs fp32 and fp16, not {precision}"
+
+    def prepare(self, model, *, model_name, precision, batch, device, settings):
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        data = export_onnx(precision, model, batch, cache_dir=settings.cache_dir)
+        session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+        return OrtEngine(session, model_name, precision, batch)
+
+
+def pytest_vitperf_backend_names(config):
+    return ["onnxruntime"]
+
+
+def pytest_vitperf_make_backend(config, name):
+    return OrtBackend() if name == "onnxruntime" else None
+"""
+
+
+def _rows(result: pytest.RunResult) -> dict[str, list[str]]:
+    """Summary rows by precision, split on spaces (on a CPU the mode is one word: column 10 is "vs fp16")."""
+    out = {}
+    for line in result.stdout.lines:
+        cells = line.split()
+        if len(cells) > 4 and cells[0].startswith("vit_tiny"):
+            out[cells[1]] = cells
+    return out
+
+
+@pytest.fixture
+def registry_restored() -> Iterator[None]:
+    """pytester runs in this process: what an inner run's conftest.py registers is removed after the test."""
+    before = set(PRECISIONS)
+    yield
+    for name in set(PRECISIONS) - before:
+        unregister(name)
+
+
+def test_a_variant_registered_in_a_conftest_is_benchmarked_against_fp16(
+    suite: pytest.Pytester, registry_restored: None
+) -> None:
+    suite.makeconftest(VARIANT)
+    result = suite.runpytest(*FAST, "--vitperf-precisions=fp16,int8-cpu", "-rs")
+    result.assert_outcomes(passed=2)
+    rows = _rows(result)
+    assert set(rows) == {"fp16", "int8-cpu"}
+    assert rows["int8-cpu"][3] == "torch" and rows["int8-cpu"][10].endswith("x")  # the "vs fp16" column
+    # Unknown names are still refused, listing the registered variant among the valid ones.
+    bad = suite.runpytest(*FAST, "--vitperf-precisions=int8-gpu")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    bad.stderr.fnmatch_lines(["*unknown precision 'int8-gpu'; valid: *int8-cpu*"])
+
+
+def test_a_backend_from_the_hook_is_selected_and_benchmarked(suite: pytest.Pytester) -> None:
+    suite.makeconftest(BACKEND)
+    result = suite.runpytest(*FAST, "--vitperf-backend=onnxruntime", "--vitperf-precisions=fp16,fp32,bf16", "-rs")
+    result.assert_outcomes(passed=2, skipped=1)
+    result.stdout.fnmatch_lines(["*vitperf: *onnxruntime*", "*onnxruntime here runs fp32 and fp16, not bf16*"])
+    rows = _rows(result)
+    assert set(rows) == {"fp16", "fp32"} and {r[3] for r in rows.values()} == {"onnxruntime"}
+    assert rows["fp32"][10].endswith("x")  # judged against fp16 like any precision
+    bad = suite.runpytest(*FAST, "--vitperf-backend=onnx")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    bad.stderr.fnmatch_lines(["*unknown backend 'onnx'; valid: auto, tensorrt, tensorrt-rtx, torch, onnxruntime*"])
