@@ -25,3 +25,8 @@ def pytest_vitperf_backend_names(config: pytest.Config) -> list[str]:
 def pytest_vitperf_make_backend(config: pytest.Config, name: str) -> Any:
     """Return a new backend (an object following `pytest_vitperf.backends.Backend`) for `name`, or None when the
     name is not yours. The built-in backends (tensorrt, tensorrt-rtx, torch) are made through this hook too."""
+
+
+def backend_names(config: pytest.Config) -> list[str]:
+    """Every backend name the run's plugins and conftest.py files provide, built-in ones first, once each."""
+    return list(dict.fromkeys(n for group in config.hook.pytest_vitperf_backend_names(config=config) for n in group))

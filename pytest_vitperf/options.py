@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from pytest_vitperf.hookspec import backend_names
 from pytest_vitperf.models import MODEL_NAMES, canonical_model_name
 from pytest_vitperf.precision import PRECISIONS
 
@@ -346,9 +347,8 @@ def _check_names(config: pytest.Config, precisions: tuple[str, ...] | None, back
             f"{PRECISIONS_OPT} (ini option {_dest(PRECISIONS_OPT)}): unknown precision {', '.join(map(repr, bad))}; "
             f"valid: {', '.join(PRECISIONS)}"
         )
-    names = ["auto", *(n for group in config.hook.pytest_vitperf_backend_names(config=config) for n in group)]
+    names = ["auto", *backend_names(config)]
     if backend not in names:
         raise pytest.UsageError(
-            f"{BACKEND} (ini option {_dest(BACKEND)}): unknown backend {backend!r}; "
-            f"valid: {', '.join(dict.fromkeys(names))}"
+            f"{BACKEND} (ini option {_dest(BACKEND)}): unknown backend {backend!r}; valid: {', '.join(names)}"
         )

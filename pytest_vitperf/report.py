@@ -9,7 +9,7 @@ from pytest_vitperf.baselines import gate
 from pytest_vitperf.floor import Verdict
 from pytest_vitperf.measurement import NOISY_COV, Measurement, Spec
 from pytest_vitperf.plan import PlanRecord
-from pytest_vitperf.precision import REFERENCE, sort_key
+from pytest_vitperf.precision import PRECISIONS, REFERENCE, get_precision, sort_key
 
 UPDATE = "--vitperf-update-baselines"
 COLUMNS = (
@@ -62,17 +62,23 @@ def _verdict(m: Measurement, ref: Measurement | None, verdict: Verdict | None) -
     return "; ".join(parts)
 
 
+def _reference(precision: str) -> str:
+    return get_precision(precision).reference if precision in PRECISIONS else REFERENCE
+
+
 def summary(measurements: Iterable[Measurement], verdicts: dict[tuple[str, str, int, str], Verdict]) -> list[str]:
     ms = sorted(measurements, key=lambda m: (m.spec.model, m.spec.batch, m.spec.backend, sort_key(m.spec.precision)))
     by_key = {m.spec.key: m for m in ms}
     rows = []
     for m in ms:
         s = m.spec
-        ref = by_key.get((s.model, REFERENCE, s.batch, s.backend))
+        ref = by_key.get((s.model, _reference(s.precision), s.batch, s.backend))
         verdict = verdicts.get(s.key)
         if verdict is not None:
             ref = verdict.reference
-        vs = f"{ref.median / m.median:.2f}x" if ref is not None else "-"
+        vs = "-" if ref is None else f"{ref.median / m.median:.2f}x"
+        if ref is not None and ref.spec.precision != REFERENCE:  # a registered entry with its own reference
+            vs += f" vs {ref.spec.precision}"
         rows.append(
             [
                 s.model,
@@ -179,7 +185,8 @@ def measurement_notes(measurements: dict[tuple[str, str, int, str], Measurement]
         cand = profiled((model, precision, batch, backend))
         if cand is not None:
             lines.append(f"kernels: {what}: {cand.line()}")
-        ref = profiled((model, REFERENCE, batch, backend))
-        if precision != REFERENCE and ref is not None and cand is not None:
-            lines.append(f"why: {what} vs {REFERENCE}: {explain(ref, cand)}")
+        reference = _reference(precision)
+        ref = profiled((model, reference, batch, backend))
+        if precision != reference and ref is not None and cand is not None:
+            lines.append(f"why: {what} vs {reference}: {explain(ref, cand)}")
     return lines

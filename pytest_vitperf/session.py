@@ -38,7 +38,7 @@ def _worker_index() -> int:
 class VitperfSession:
     def __init__(self, settings: Settings, config: Any = None) -> None:
         self.settings = settings
-        self.config = config  # the pytest config, for the pytest_vitperf_model_built hook
+        self.config = config  # the pytest config, for the hooks (backends, pytest_vitperf_model_built)
         self.measurements: dict[tuple[str, str, int, str], Measurement] = {}
         self.verdicts: dict[tuple[str, str, int, str], Verdict] = {}
         self.outcomes: list[Outcome] = []

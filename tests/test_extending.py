@@ -19,6 +19,10 @@ from pytest_vitperf.precision import ALL_BACKENDS, get_precision, register
 
 int8 = get_precision("int8")
 register(replace(int8.variant("int8-cpu", "INT8 on the CPU", int8.recipe, backends=ALL_BACKENDS), cpu=True))
+# An entry judged against FP32 instead of FP16.
+fp16 = get_precision("fp16")
+against_fp32 = fp16.variant("fp16-vs-fp32", "FP16 against FP32", fp16.recipe, backends=ALL_BACKENDS)
+register(replace(against_fp32, reference="fp32"))
 """
 
 # A backend that runs the registry's ONNX export of each precision with ONNX Runtime on the CPU.
@@ -111,11 +115,13 @@ def test_a_variant_registered_in_a_conftest_is_benchmarked_against_fp16(
     suite: pytest.Pytester, registry_restored: None
 ) -> None:
     suite.makeconftest(VARIANT)
-    result = suite.runpytest(*FAST, "--vitperf-precisions=fp16,int8-cpu", "-rs")
-    result.assert_outcomes(passed=2)
+    result = suite.runpytest(*FAST, "--vitperf-precisions=fp16,int8-cpu,fp16-vs-fp32", "-rs")
+    result.assert_outcomes(passed=3)
     rows = _rows(result)
-    assert set(rows) == {"fp16", "int8-cpu"}
+    assert set(rows) == {"fp16", "int8-cpu", "fp16-vs-fp32", "fp32"}  # fp32 measured as fp16-vs-fp32's reference
     assert rows["int8-cpu"][3] == "torch" and rows["int8-cpu"][10].endswith("x")  # the "vs fp16" column
+    speedup, vs, reference = rows["fp16-vs-fp32"][10:13]
+    assert speedup.endswith("x") and (vs, reference) == ("vs", "fp32")
     # Unknown names are still refused, listing the registered variant among the valid ones.
     bad = suite.runpytest(*FAST, "--vitperf-precisions=int8-gpu")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR

@@ -11,6 +11,7 @@ import pytest
 from pytest_vitperf.backends.base import Backend, Engine, VitperfError
 from pytest_vitperf.backends.tensorrt import TensorRTBackend, TensorRTRTXBackend
 from pytest_vitperf.backends.torch import TorchBackend
+from pytest_vitperf.hookspec import backend_names
 
 if TYPE_CHECKING:
     from pytest_vitperf.env import Device
@@ -69,7 +70,7 @@ def select_backend(
 
 def hook_maker(config: Any) -> tuple[Callable[[str], Backend], list[str]]:
     """The make function and the names of every backend the run's plugins and conftest.py files provide."""
-    names = list(dict.fromkeys(n for group in config.hook.pytest_vitperf_backend_names(config=config) for n in group))
+    names = backend_names(config)
 
     def make(name: str) -> Backend:
         backend = config.hook.pytest_vitperf_make_backend(config=config, name=name)
