@@ -24,11 +24,20 @@ def _capabilities(args: argparse.Namespace) -> int:
 
 def _env(args: argparse.Namespace) -> int:
     from pytest_vitperf.backends import select_backend
+    from pytest_vitperf.clocks import NvmlProbe, reason_names
     from pytest_vitperf.env import header_line, probe_device
 
     device = probe_device(0)
     backend, reason = select_backend(args.backend, device)
     print(header_line(device, backend.name, backend.version()))
+    probe = NvmlProbe.open(device.index) if device.sm is not None else None
+    if probe is not None:
+        facts, now = probe.facts(), probe.read(0)
+        limits = ", ".join(f"{k} {v}" for k, v in facts.items() if v is not None)
+        reasons = ", ".join(reason_names(now.reasons)) or "none"
+        print(f"clocks: {limits}; now SM {now.sm_mhz} MHz, memory {now.mem_mhz} MHz, {now.power_w:.0f} W ({reasons})")
+    elif device.sm is not None:
+        print("clocks: NVML not available (pip install nvidia-ml-py, and an NVIDIA driver)")
     if reason:
         print(f"backend {backend.name} cannot run here: {reason}")
     return 0

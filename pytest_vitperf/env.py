@@ -100,11 +100,19 @@ def fingerprint(device: Device) -> dict[str, Any]:
     out: dict[str, Any] = {"device": device.name, "sm": device.sm, "driver": device.driver}
     out["cuda_runtime"] = device.cuda_runtime
     out.update({k: v for k, v in software_versions().items() if v is not None})
-    if device.sm is not None:
-        clocks = _smi("clocks.max.sm,clocks.max.mem,power.limit")
-        if clocks:
-            out["clocks"] = {"max_sm_mhz": clocks[0], "max_mem_mhz": clocks[1], "power_limit_w": clocks[2]}
+    facts = gpu_clock_facts(device)
+    if facts:
+        out["clocks"] = facts
+        out["power_limit_w"] = facts.get("power_limit_w")  # top level: the baseline gate notes when it changes
     return out
+
+
+def gpu_clock_facts(device: Device) -> dict[str, Any]:
+    """Default and max clocks and the enforced power limit, through NVML; {} without a GPU or NVML."""
+    from pytest_vitperf.clocks import NvmlProbe
+
+    probe = NvmlProbe.open(device.index) if device.sm is not None else None
+    return probe.facts() if probe is not None else {}
 
 
 @cache

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     import torch
 
     from pytest_vitperf.backends import Engine
+    from pytest_vitperf.clocks import ClockReading
 
 SESSION_KEY = pytest.StashKey[VitperfSession]()
 
@@ -130,22 +131,44 @@ def vitperf_plan(
 def bench(vitperf_session: VitperfSession, request: pytest.FixtureRequest) -> Callable[[Engine], Measurement]:
     """`bench(engine)` -> Measurement: warm-up, then samples until duration and iteration minimums
     are met. Measured once per session for each (model, precision, batch, backend)."""
-    from pytest_vitperf.timing import sample
-
     def run(engine: Engine) -> Measurement:
         spec = vitperf_session.spec(engine)
         if spec.key in vitperf_session.measurements:
             return vitperf_session.measurements[spec.key]
-        samples = sample(engine.launch, engine.clock, **vitperf_session.timing())
+        samples, clocks, dropped = _sample(vitperf_session, engine)
+        if clocks:
+            facts = {**vitperf_session.clock_facts, "throttled_samples_dropped": dropped}
+            spec = replace(spec, options={**spec.options, "clocks": facts})
         if vitperf_session.settings.kernels:
             spec = replace(spec, options={**spec.options, "kernels": engine.kernel_breakdown().as_dict()})
-        m = Measurement(spec, tuple(samples))
+        m = Measurement(spec, tuple(samples), tuple(clocks))
         vitperf_session.record(m, request.node.nodeid)
         _add_to_pytest_benchmark(request, m)
         _gate(vitperf_session, request, m)
         return m
 
     return run
+
+
+def _sample(session: VitperfSession, engine: Engine) -> tuple[list[float], list[ClockReading], int]:
+    """The samples, with an NVML reading after each timed chunk where NVML is there; chunks taken below 75% of the
+    default SM clock are dropped (NVBench's rule). Returns (samples, readings, samples dropped)."""
+    from pytest_vitperf.clocks import unthrottled
+    from pytest_vitperf.timing import sample
+
+    probe = session.clock_probe
+    if probe is None:
+        return sample(engine.launch, engine.clock, **session.timing()), [], 0
+    chunks: list[list[float]] = []
+    readings: list[ClockReading] = []
+
+    def read(timed: list[float]) -> None:
+        chunks.append(timed)
+        readings.append(probe.read(len(timed)))
+
+    sample(engine.launch, engine.clock, **session.timing(), on_chunk=read)
+    facts = session.clock_facts
+    return unthrottled(chunks, readings, facts.get("default_sm_mhz") or facts.get("max_sm_mhz"))
 
 
 @pytest.fixture
@@ -243,6 +266,7 @@ def _add_to_pytest_benchmark(request: pytest.FixtureRequest, m: Measurement) -> 
             "device": spec.device,
             "sm": spec.sm,
             **{k: v for k, v in m.stats().items()},
+            "clocks": [r.to_dict() for r in m.clocks],  # NVML readings, one per timed chunk
         }
     }
     fixture = SimpleNamespace(

@@ -10,8 +10,12 @@ from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from typing import Any
 
+from pytest_vitperf.clocks import ClockReading, median_sm
+
 SCHEMA = 1
-NOISY_COV = 0.025  # trtexec warns above 2.5% coefficient of variation of GPU compute time
+# trtexec warns ("unstable performance") when the coefficient of variation of GPU compute time exceeds 1.0%
+# (kUNSTABLE_PERF_REPORTING_THRESHOLD in samples/common/sampleReporting.cpp).
+NOISY_COV = 0.01
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,7 @@ def _percentile(sorted_xs: list[float], q: float) -> float:
 class Measurement:
     spec: Spec
     samples_ms: tuple[float, ...]  # one entry per timed inference of a whole batch
+    clocks: tuple[ClockReading, ...] = ()  # NVML readings, one per timed chunk, covering every sample; () on a CPU
 
     def __post_init__(self) -> None:
         if not self.samples_ms:
@@ -55,6 +60,9 @@ class Measurement:
         bad = [s for s in self.samples_ms if not math.isfinite(s) or s < 0]
         if bad:
             raise ValueError(f"{self.spec.label}: samples must be finite and >= 0, got {bad[:3]}")
+        covered = sum(r.samples for r in self.clocks)
+        if self.clocks and covered != self.n:
+            raise ValueError(f"{self.spec.label}: clock readings cover {covered} samples, not {self.n}")
 
     @cached_property
     def _sorted(self) -> list[float]:
@@ -113,6 +121,11 @@ class Measurement:
         return self.cov > NOISY_COV
 
     @property
+    def sm_mhz(self) -> float | None:
+        """Median SM clock over the samples, None without readings."""
+        return median_sm(self.clocks)
+
+    @property
     def images_per_s(self) -> float:
         return self.spec.batch * 1000.0 / self.median if self.median > 0 else math.inf
 
@@ -129,6 +142,7 @@ class Measurement:
             "stdev": self.stdev,
             "cov": self.cov,
             "images_per_s": self.images_per_s,
+            **({"sm_mhz": sm} if (sm := self.sm_mhz) is not None else {}),
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -138,6 +152,7 @@ class Measurement:
             "unit": "ms",
             "samples": list(self.samples_ms),
             "stats": self.stats(),
+            **({"clocks": [r.to_dict() for r in self.clocks]} if self.clocks else {}),
         }
 
     def to_json(self) -> str:
@@ -150,7 +165,8 @@ class Measurement:
         if data.get("unit", "ms") != "ms":
             raise ValueError(f"measurement unit {data.get('unit')!r} is not 'ms'")
         spec = Spec(**data["spec"])
-        return cls(spec=spec, samples_ms=tuple(float(s) for s in data["samples"]))
+        clocks = tuple(ClockReading(**r) for r in data.get("clocks", ()))
+        return cls(spec=spec, samples_ms=tuple(float(s) for s in data["samples"]), clocks=clocks)
 
     @classmethod
     def from_json(cls, text: str) -> Measurement:

@@ -28,6 +28,8 @@ DURATION_MS = "--vitperf-duration-ms"
 MIN_ITERATIONS = "--vitperf-min-iterations"
 CUDA_GRAPH = "--vitperf-cuda-graph"
 NO_CUDA_GRAPH = "--no-vitperf-cuda-graph"
+CLOCKS = "--vitperf-clocks"
+NO_CLOCKS = "--no-vitperf-clocks"
 COMPILE = "--vitperf-compile"
 CACHE_DIR = "--vitperf-cache-dir"
 FLOORS = "--vitperf-floors"
@@ -258,6 +260,16 @@ def add_options(parser: pytest.Parser) -> None:
         help="launch eagerly instead of replaying CUDA graphs.",
     )
     parser.addini(_dest(CUDA_GRAPH), f"as {CUDA_GRAPH} (true/false)", default="true")
+    group.addoption(
+        CLOCKS,
+        dest=_dest(CLOCKS),
+        action="store_true",
+        default=None,
+        help="read the GPU's SM and memory clocks, power and clock-event reasons through NVML after every timed "
+        "chunk (default, where NVML is there).",
+    )
+    group.addoption(NO_CLOCKS, dest=_dest(CLOCKS), action="store_false", help="do not read GPU clocks.")
+    parser.addini(_dest(CLOCKS), f"as {CLOCKS} (true/false)", default="true")
 
 
 @dataclass(frozen=True)
@@ -273,6 +285,7 @@ class Settings:
     duration_ms: float = 3000.0
     min_iterations: int = 10
     cuda_graph: bool = True
+    clocks: bool = True
     compile: str = "auto"
     cache_dir: Path | None = None
     floors: Path | None = None
@@ -329,6 +342,7 @@ def settings_from_config(config: pytest.Config) -> Settings:
         values[attr] = _resolve(config, opt.ini, opt.parse, opt.flag, default, is_path=attr in PATH_SETTINGS)
     values["enabled"] = _resolve(config, _dest(GPU_BENCH), parse_bool, GPU_BENCH, False, ini=GPU_BENCH_INI)
     values["cuda_graph"] = _resolve(config, _dest(CUDA_GRAPH), parse_bool, CUDA_GRAPH, True)
+    values["clocks"] = _resolve(config, _dest(CLOCKS), parse_bool, CLOCKS, True)
     for flag, _ in FLAGS:
         values[_dest(flag).removeprefix("vitperf_")] = _resolve(config, _dest(flag), parse_bool, flag, False)
 

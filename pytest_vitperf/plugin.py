@@ -109,7 +109,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     tr = terminalreporter
     if session.measurements:
         from pytest_vitperf.measurement import NOISY_COV
-        from pytest_vitperf.report import measurement_notes, summary
+        from pytest_vitperf.report import clock_notes, measurement_notes, summary
 
         tr.write_sep("=", "vitperf summary")
         tr.write_line(f"device: {session.device.describe()}")
@@ -121,7 +121,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
                 f"warning: {len(noisy)} measurement(s) with CoV above {NOISY_COV:.1%}; the GPU or host was busy or "
                 "clocks moved. Re-run on an idle machine, or lengthen --vitperf-duration-ms."
             )
-        for line in measurement_notes(session.measurements):
+        for line in [*clock_notes(session.measurements.values()), *measurement_notes(session.measurements)]:
             tr.write_line(line)
     if session.plans:
         from pytest_vitperf.report import plan_summary

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from pytest_vitperf.baselines import gate
+from pytest_vitperf.clocks import CLOCK_SPAN_WARN, ClockComparison, compare_clocks, sm_span, unexpected_reasons
 from pytest_vitperf.floor import Verdict
 from pytest_vitperf.measurement import NOISY_COV, Measurement, Spec
 from pytest_vitperf.plan import PlanRecord
@@ -22,8 +23,11 @@ COLUMNS = (
     "p90 ms",
     "p99 ms",
     "CoV",
+    "SM MHz",
     "img/s",
     "vs fp16",
+    "clock ratio",
+    "cycles vs fp16",
     "verdict",
 )
 
@@ -52,7 +56,9 @@ def _verdict(m: Measurement, ref: Measurement | None, verdict: Verdict | None) -
         parts.append("reference")
     elif verdict is not None and verdict.floor is not None:
         word = "pass" if verdict.passed else "FAIL"
-        parts.append(f"{word} (floor {verdict.floor:.2f}x)")
+        c = clock_comparison(verdict.reference, m)
+        why = c.disagreement(verdict.floor, verdict.reference.spec.precision, m.spec.precision) if c else None
+        parts.append(f"{word} (floor {verdict.floor:.2f}x{'; ' + why if why else ''})")
     elif ref is not None:
         parts.append("no floor")
     else:
@@ -66,36 +72,66 @@ def _reference(precision: str) -> str:
     return get_precision(precision).reference if precision in PRECISIONS else REFERENCE
 
 
+def clock_comparison(reference: Measurement, candidate: Measurement) -> ClockComparison | None:
+    return compare_clocks(reference.median, candidate.median, reference.sm_mhz, candidate.sm_mhz)
+
+
+def _summary_row(m: Measurement, ref: Measurement | None, verdict: Verdict | None) -> list[str]:
+    s = m.spec
+    vs = "-" if ref is None else f"{ref.median / m.median:.2f}x"
+    if ref is not None and ref.spec.precision != REFERENCE:  # a registered entry with its own reference
+        vs += f" vs {ref.spec.precision}"
+    c = clock_comparison(ref, m) if ref is not None else None
+    clock, cycles = ("-", "-") if c is None else (f"{c.clock_ratio:.2f}x", f"{c.cycle_speedup:.2f}x")
+    sm = "-" if m.sm_mhz is None else f"{m.sm_mhz:.0f}"
+    return [
+        s.model,
+        s.precision,
+        str(s.batch),
+        s.backend,
+        run_mode(s),
+        f"{m.median:.3f}",
+        f"{m.p90:.3f}",
+        f"{m.p99:.3f}",
+        f"{m.cov:.1%}",
+        sm,
+        f"{m.images_per_s:.1f}",
+        vs,
+        clock,
+        cycles,
+        _verdict(m, ref, verdict),
+    ]
+
+
 def summary(measurements: Iterable[Measurement], verdicts: dict[tuple[str, str, int, str], Verdict]) -> list[str]:
     ms = sorted(measurements, key=lambda m: (m.spec.model, m.spec.batch, m.spec.backend, sort_key(m.spec.precision)))
     by_key = {m.spec.key: m for m in ms}
     rows = []
     for m in ms:
         s = m.spec
-        ref = by_key.get((s.model, _reference(s.precision), s.batch, s.backend))
         verdict = verdicts.get(s.key)
-        if verdict is not None:
-            ref = verdict.reference
-        vs = "-" if ref is None else f"{ref.median / m.median:.2f}x"
-        if ref is not None and ref.spec.precision != REFERENCE:  # a registered entry with its own reference
-            vs += f" vs {ref.spec.precision}"
-        rows.append(
-            [
-                s.model,
-                s.precision,
-                str(s.batch),
-                s.backend,
-                run_mode(s),
-                f"{m.median:.3f}",
-                f"{m.p90:.3f}",
-                f"{m.p99:.3f}",
-                f"{m.cov:.1%}",
-                f"{m.images_per_s:.1f}",
-                vs,
-                _verdict(m, ref, verdict),
-            ]
-        )
+        same_run = by_key.get((s.model, _reference(s.precision), s.batch, s.backend))
+        ref = verdict.reference if verdict is not None else same_run
+        rows.append(_summary_row(m, ref, verdict))
     return table(COLUMNS, rows)
+
+
+def clock_notes(measurements: Iterable[Measurement]) -> list[str]:
+    """Warnings for measurements whose SM clock moved more than CLOCK_SPAN_WARN of its median, or that saw
+    clock-event reasons other than the power cap (thermal slowdown, power brake, ...)."""
+    lines = []
+    for m in measurements:
+        what = f"{m.spec.model} {m.spec.precision} b{m.spec.batch}"
+        span, sm = sm_span(m.clocks), m.sm_mhz
+        if span is not None and sm and (span[1] - span[0]) > CLOCK_SPAN_WARN * sm:
+            lines.append(f"warning: {what}: SM clock spanned {span[0]}-{span[1]} MHz (median {sm:.0f})")
+        others = unexpected_reasons(m.clocks)
+        if others:
+            lines.append(f"warning: {what}: clocks held back by {', '.join(others)}, not only the power cap")
+        dropped = m.spec.options.get("clocks", {}).get("throttled_samples_dropped")
+        if dropped:
+            lines.append(f"note: {what}: {dropped} samples below 75% of the default SM clock dropped (NVBench's rule)")
+    return lines
 
 
 def _outcome_row(o: gate.Outcome) -> tuple[str, ...]:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_vitperf.baselines.gate import Outcome, Write, measured_provenance, to_baseline, write
+from pytest_vitperf.clocks import NvmlProbe
 from pytest_vitperf.floor import FLOORS_FILE, Floor, FloorsFile, Verdict
 from pytest_vitperf.measurement import Measurement, Spec
 from pytest_vitperf.plan import PlanRecord
@@ -66,6 +67,17 @@ class VitperfSession:
             return select_backend(self.settings.backend, self.device)
         make, names = hook_maker(self.config)
         return select_backend(self.settings.backend, self.device, make, names)
+
+    @cached_property
+    def clock_probe(self) -> NvmlProbe | None:
+        """NVML on the measured GPU, or None (a CPU, no driver, or --no-vitperf-clocks)."""
+        if not self.settings.clocks or self.device.sm is None:
+            return None
+        return NvmlProbe.open(self.device.index)
+
+    @cached_property
+    def clock_facts(self) -> dict[str, Any]:
+        return self.clock_probe.facts() if self.clock_probe is not None else {}
 
     @property
     def backend(self) -> Backend:

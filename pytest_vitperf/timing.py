@@ -105,9 +105,11 @@ def sample(
     duration_ms: float,
     min_iterations: int,
     now: Callable[[], float] = time.perf_counter,
+    on_chunk: Callable[[list[float]], None] | None = None,
 ) -> list[float]:
     """Warm up for `warmup_ms` of wall time (at least one launch), then return per-launch samples
-    in ms, taken until `duration_ms` of wall time has passed and `min_iterations` were timed."""
+    in ms, taken until `duration_ms` of wall time has passed and `min_iterations` were timed.
+    `on_chunk` gets each synchronised chunk's samples, outside the timed region (clocks.py reads NVML there)."""
     t0 = now()
     warm = clock.time(launch, 1)
     while (now() - t0) * 1e3 < warmup_ms:
@@ -121,5 +123,8 @@ def sample(
         want = chunk
         if (now() - t0) * 1e3 >= duration_ms:
             want = min(chunk, min_iterations - len(samples))
-        samples += clock.time(launch, want)
+        timed = clock.time(launch, want)
+        samples += timed
+        if on_chunk is not None:
+            on_chunk(timed)
     return samples

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import pytest
@@ -92,13 +93,18 @@ def pytest_vitperf_make_backend(config, name):
 """
 
 
-def _rows(result: pytest.RunResult) -> dict[str, list[str]]:
-    """Summary rows by precision, split on spaces (on a CPU the mode is one word: column 10 is "vs fp16")."""
+def _rows(result: pytest.RunResult) -> dict[str, dict[str, str]]:
+    """Summary rows by precision, each a dict by column name (cut at the header's column starts)."""
+    lines = result.stdout.lines
+    top = next(i for i, line in enumerate(lines) if line.startswith("model ") and "vs fp16" in line)
+    starts = [(m.start(), m.group()) for m in re.finditer(r"\S+(?: \S+)*", lines[top])]
     out = {}
-    for line in result.stdout.lines:
-        cells = line.split()
-        if len(cells) > 4 and cells[0].startswith("vit_tiny"):
-            out[cells[1]] = cells
+    for line in lines[top + 2 :]:
+        if not line.startswith("vit_"):
+            break
+        ends = [s for s, _ in starts[1:]] + [len(line)]
+        row = {name: line[s:e].strip() for (s, name), e in zip(starts, ends, strict=True)}
+        out[row["precision"]] = row
     return out
 
 
@@ -119,9 +125,9 @@ def test_a_variant_registered_in_a_conftest_is_benchmarked_against_fp16(
     result.assert_outcomes(passed=3)
     rows = _rows(result)
     assert set(rows) == {"fp16", "int8-cpu", "fp16-vs-fp32", "fp32"}  # fp32 measured as fp16-vs-fp32's reference
-    assert rows["int8-cpu"][3] == "torch" and rows["int8-cpu"][10].endswith("x")  # the "vs fp16" column
-    speedup, vs, reference = rows["fp16-vs-fp32"][10:13]
-    assert speedup.endswith("x") and (vs, reference) == ("vs", "fp32")
+    assert rows["int8-cpu"]["backend"] == "torch" and rows["int8-cpu"]["vs fp16"].endswith("x")
+    assert re.fullmatch(r"\d+\.\d\dx vs fp32", rows["fp16-vs-fp32"]["vs fp16"])
+    assert rows["fp16"]["SM MHz"] == "-"  # no GPU clock on a CPU
     # Unknown names are still refused, listing the registered variant among the valid ones.
     bad = suite.runpytest(*FAST, "--vitperf-precisions=int8-gpu")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
@@ -134,8 +140,8 @@ def test_a_backend_from_the_hook_is_selected_and_benchmarked(suite: pytest.Pytes
     result.assert_outcomes(passed=2, skipped=1)
     result.stdout.fnmatch_lines(["*vitperf: *onnxruntime*", "*onnxruntime here runs fp32 and fp16, not bf16*"])
     rows = _rows(result)
-    assert set(rows) == {"fp16", "fp32"} and {r[3] for r in rows.values()} == {"onnxruntime"}
-    assert rows["fp32"][10].endswith("x")  # judged against fp16 like any precision
+    assert set(rows) == {"fp16", "fp32"} and {r["backend"] for r in rows.values()} == {"onnxruntime"}
+    assert rows["fp32"]["vs fp16"].endswith("x")  # judged against fp16 like any precision
     bad = suite.runpytest(*FAST, "--vitperf-backend=onnx")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
     bad.stderr.fnmatch_lines(["*unknown backend 'onnx'; valid: auto, tensorrt, tensorrt-rtx, torch, onnxruntime*"])

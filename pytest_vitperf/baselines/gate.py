@@ -22,7 +22,7 @@ MISSING = "missing"
 ELSEWHERE = "elsewhere"
 UNREADABLE = "unreadable"
 # Environment facts that change performance without changing the baseline's key.
-_FINGERPRINT = ("driver", "cuda_runtime", "torch", "modelopt", "tensorrt", "tensorrt-rtx")
+_FINGERPRINT = ("driver", "cuda_runtime", "torch", "modelopt", "tensorrt", "tensorrt-rtx", "power_limit_w")
 
 
 @dataclass(frozen=True)
