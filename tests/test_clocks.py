@@ -1,0 +1,114 @@
+"""Clock-aware verdicts on recorded traces: FP16 and static-scale FP8 of ViT-B/16 at batch 64 on an H100 at its 700 W
+cap, with the NVML reading of every timed chunk (tests/data/clocks, written by scripts/clock_check.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_vitperf.clocks import (
+    THROTTLED_BELOW,
+    ClockReading,
+    NvmlProbe,
+    compare_clocks,
+    per_sample_sm,
+    reason_names,
+    unexpected_reasons,
+    unthrottled,
+)
+from pytest_vitperf.floor import Verdict
+from pytest_vitperf.measurement import Measurement
+from pytest_vitperf.report import clock_notes, summary
+
+TRACE = Path(__file__).parent / "data" / "clocks" / "h100-vit_base-b64-fp16-fp8.json"
+
+
+@pytest.fixture(scope="module")
+def h100() -> dict[str, Measurement]:
+    data = json.loads(TRACE.read_text())["measurements"]
+    return {m["spec"]["precision"]: Measurement.from_dict(m) for m in data}
+
+
+def chunks_of(m: Measurement) -> list[list[float]]:
+    out, i = [], 0
+    for r in m.clocks:
+        out.append(list(m.samples_ms[i : i + r.samples]))
+        i += r.samples
+    return out
+
+
+def test_the_recorded_trace_shows_fp8_clocking_higher_under_the_power_cap(h100: dict[str, Measurement]) -> None:
+    fp16, fp8 = h100["fp16"], h100["fp8"]
+    assert fp16.sm_mhz == 1740 and fp8.sm_mhz == 1920
+    assert len(per_sample_sm(fp16.clocks)) == fp16.n  # every sample has its chunk's clock
+    assert {name for r in fp16.clocks for name in reason_names(r.reasons)} >= {"sw_power_cap"}
+    assert unexpected_reasons(fp16.clocks) == []  # the cap, nothing thermal
+
+
+def test_time_passes_a_floor_that_cycles_fail_and_the_verdict_says_so(h100: dict[str, Measurement]) -> None:
+    fp16, fp8 = h100["fp16"], h100["fp8"]
+    c = compare_clocks(fp16.median, fp8.median, fp16.sm_mhz, fp8.sm_mhz)
+    assert c is not None
+    assert c.time_speedup == pytest.approx(1.229, abs=0.005)
+    assert c.clock_ratio == pytest.approx(1920 / 1740)
+    assert c.cycle_speedup == pytest.approx(c.time_speedup * 1740 / 1920)  # about 1.11x
+    words = c.disagreement(1.15, "fp16", "fp8")
+    assert words == "clock-assisted: fp8 ran at 1920 MHz, fp16 at 1740 MHz"
+    (row,) = [line for line in summary([fp16, fp8], {fp8.spec.key: Verdict(fp16, fp8, 1.15)}) if " fp8 " in line]
+    assert "pass (floor 1.15x; clock-assisted: fp8 ran at 1920 MHz, fp16 at 1740 MHz)" in row
+    assert "1.10x" in row and "1.11x" in row  # the clock ratio and the cycle-space speedup columns
+
+
+def test_a_floor_both_pass_or_both_fail_needs_no_words(h100: dict[str, Measurement]) -> None:
+    fp16, fp8 = h100["fp16"], h100["fp8"]
+    c = compare_clocks(fp16.median, fp8.median, fp16.sm_mhz, fp8.sm_mhz)
+    assert c is not None
+    assert c.disagreement(1.05, "fp16", "fp8") is None  # both pass
+    assert c.disagreement(1.30, "fp16", "fp8") is None  # both fail
+    # The reverse: a candidate held to a lower clock than its reference passes in cycles, fails in time.
+    slowed = compare_clocks(fp8.median, fp16.median, fp8.sm_mhz, fp16.sm_mhz)
+    assert slowed is not None and slowed.disagreement(0.85, "fp8", "fp16") == (
+        "clock-hurt: fp16 ran at 1740 MHz, fp8 at 1920 MHz"
+    )
+
+
+def test_chunks_below_three_quarters_of_the_default_clock_are_dropped(h100: dict[str, Measurement]) -> None:
+    fp16 = h100["fp16"]
+    chunks, readings = chunks_of(fp16), list(fp16.clocks)
+    assert unthrottled(chunks, readings, 1980) == (list(fp16.samples_ms), readings, 0)  # the H100's default: none
+    # Against a default of 2380 MHz the threshold is 1785 MHz: the chunks the cap held lower than that go.
+    default = 2380
+    samples, kept, dropped = unthrottled(chunks, readings, default)
+    below = [r for r in readings if r.sm_mhz < THROTTLED_BELOW * default]
+    assert below and dropped == sum(r.samples for r in below) and len(samples) == fp16.n - dropped
+    assert all(r.sm_mhz >= THROTTLED_BELOW * default for r in kept)
+    assert unthrottled(chunks, readings, 10_000) == (list(fp16.samples_ms), readings, 0)  # all throttled: keep all
+    assert unthrottled(chunks, readings, None)[2] == 0  # no default clock known: keep all
+
+
+def test_clock_notes_flag_a_moving_clock_and_reasons_beyond_the_power_cap(h100: dict[str, Measurement]) -> None:
+    notes = clock_notes(h100.values())
+    assert "warning: vit_base_patch16_224 fp16 b64: SM clock spanned 1695-1785 MHz (median 1740)" in notes
+    hot = Measurement(h100["fp8"].spec, h100["fp8"].samples_ms, tuple(
+        ClockReading(r.samples, r.sm_mhz, r.mem_mhz, r.power_w, r.reasons | 0x40) for r in h100["fp8"].clocks
+    ))  # fmt: skip
+    assert any("held back by hw_thermal" in line for line in clock_notes([hot]))
+
+
+def test_measurements_keep_their_readings_through_json(h100: dict[str, Measurement]) -> None:
+    m = h100["fp8"]
+    again = Measurement.from_json(m.to_json())
+    assert again.clocks == m.clocks and again.stats()["sm_mhz"] == 1920
+    with pytest.raises(ValueError, match="clock readings cover"):
+        Measurement(m.spec, m.samples_ms[:-1], m.clocks)
+
+
+def test_without_nvml_there_are_no_clocks_and_no_error() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU; the no-NVML path is for machines without one")
+    assert NvmlProbe.open(0) is None
+    assert compare_clocks(1.0, 0.5, None, None) is None
