@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import pytest
 
 from pytest_vitperf.hookspec import backend_names
+from pytest_vitperf.measurement import NOISY_COV
 from pytest_vitperf.models import MODEL_NAMES, canonical_model_name
 from pytest_vitperf.precision import PRECISIONS
 
@@ -35,6 +36,7 @@ CACHE_DIR = "--vitperf-cache-dir"
 FLOORS = "--vitperf-floors"
 BASELINE_DIR = "--vitperf-baseline-dir"
 THRESHOLD = "--vitperf-regression-threshold"
+NOISE = "--vitperf-noise-threshold"
 UPDATE_BASELINES = "--vitperf-update-baselines"
 STRICT = "--vitperf-strict"
 KERNELS = "--vitperf-kernels"
@@ -218,6 +220,13 @@ OPTIONS: tuple[_Option, ...] = (
         "latency change beyond which a significant difference from the baseline counts (0.05 or 5%%). "
         "Per test: @pytest.mark.vitperf_threshold(0.10). Default: 0.05.",
     ),
+    _Option(
+        NOISE,
+        parse_threshold,
+        "REL",
+        "coefficient of variation above which a measurement is flagged noisy (0.01 or 1%%). "
+        "Default: 1%%, trtexec's threshold for unstable timing.",
+    ),
 )
 FLAGS = (
     (UPDATE_BASELINES, "write or refresh the baselines of what this run measures, and report what changed."),
@@ -291,6 +300,7 @@ class Settings:
     floors: Path | None = None
     baseline_dir: Path | None = None
     regression_threshold: float = 0.05
+    noise_threshold: float = NOISY_COV
     update_baselines: bool = False
     strict: bool = False
     kernels: bool = False

@@ -108,17 +108,17 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     session = get_session(config)
     tr = terminalreporter
     if session.measurements:
-        from pytest_vitperf.measurement import NOISY_COV
         from pytest_vitperf.report import clock_notes, measurement_notes, summary
 
+        max_cov = session.settings.noise_threshold
         tr.write_sep("=", "vitperf summary")
         tr.write_line(f"device: {session.device.describe()}")
-        for line in summary(session.measurements.values(), session.verdicts):
+        for line in summary(session.measurements.values(), session.verdicts, max_cov):
             tr.write_line(line)
-        noisy = [m for m in session.measurements.values() if m.noisy]
+        noisy = [m for m in session.measurements.values() if m.cov > max_cov]
         if noisy:
             tr.write_line(
-                f"warning: {len(noisy)} measurement(s) with CoV above {NOISY_COV:.1%}; the GPU or host was busy or "
+                f"warning: {len(noisy)} measurement(s) with CoV above {max_cov:.1%}; the GPU or host was busy or "
                 "clocks moved. Re-run on an idle machine, or lengthen --vitperf-duration-ms."
             )
         for line in [*clock_notes(session.measurements.values()), *measurement_notes(session.measurements)]:

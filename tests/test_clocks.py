@@ -112,3 +112,18 @@ def test_without_nvml_there_are_no_clocks_and_no_error() -> None:
         pytest.skip("this machine has a GPU; the no-NVML path is for machines without one")
     assert NvmlProbe.open(0) is None
     assert compare_clocks(1.0, 0.5, None, None) is None
+
+
+def test_a_slowdown_that_disappears_in_cycles_is_the_clocks_not_a_regression() -> None:
+    from pytest_vitperf.baselines.compare import CLOCK, REGRESSION, compare
+    from pytest_vitperf.baselines.gate import clock_aware
+
+    # FP16 b64 as recorded (6.301 ms at 1740 MHz), then 15.9% slower with the SM clock at 1500 MHz: -0.1% in cycles.
+    slower = compare(6.301, 7.3, threshold=0.05)
+    assert slower.change == REGRESSION
+    c, note = clock_aware(slower, 1740, 1500)
+    assert c.change == CLOCK and note == "slower in time, not in cycles (-0.1%): SM clock 1740 -> 1500 MHz"
+    assert clock_aware(slower, 1740, 1700)[0].change == REGRESSION  # the clock explains 2%, not 16%
+    assert clock_aware(slower, None, 1500) == (slower, "")  # a baseline without clocks: time decides
+    unchanged = compare(6.301, 6.31, threshold=0.05)
+    assert clock_aware(unchanged, 1740, 1500) == (unchanged, "")

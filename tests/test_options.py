@@ -25,6 +25,7 @@ BAD = [
     ("--vitperf-compile=fast", "'fast' is not one of: auto, off, default, max-autotune"),
     ("--vitperf-regression-threshold=lots", "'lots' is not a relative change such as 0.05 or 5%"),
     ("--vitperf-regression-threshold=-1%", "'-1%' is not a relative change"),
+    ("--vitperf-noise-threshold=quiet", "'quiet' is not a relative change"),
 ]
 
 
@@ -49,6 +50,8 @@ INI_BAD = [
     ("vitperf_update_baselines", "sometimes", "not a boolean"),
     ("vitperf_strict", "2", "not a boolean"),
     ("vitperf_regression_threshold", "x", "not a relative change"),
+    ("vitperf_noise_threshold", "x", "not a relative change"),
+    ("vitperf_clocks", "often", "not a boolean"),
 ]
 
 
@@ -167,6 +170,27 @@ def test_cuda_graph_flags_resolve_on_and_off(pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\nvitperf_cuda_graph = false\n")
     pytester.runpytest("-s").stdout.fnmatch_lines(["*cuda_graph=False"])
     pytester.runpytest("-s", "--vitperf-cuda-graph").stdout.fnmatch_lines(["*cuda_graph=True"])
+
+
+def test_clock_flags_resolve_on_and_off(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        def test_flag(vitperf_session):
+            print("clocks=%s" % vitperf_session.settings.clocks)
+        """
+    )
+    for args, expected in (((), True), (("--no-vitperf-clocks",), False), (("--vitperf-clocks",), True)):
+        pytester.runpytest("-s", *args).stdout.fnmatch_lines([f"*clocks={expected}"])
+    pytester.makeini("[pytest]\nvitperf_clocks = false\n")
+    pytester.runpytest("-s").stdout.fnmatch_lines(["*clocks=False"])
+
+
+def test_noise_threshold_decides_what_the_summary_calls_noisy(suite: pytest.Pytester) -> None:
+    args = (*FAST, "--vitperf-precisions=fp32")
+    every = suite.runpytest(*args, "--vitperf-noise-threshold=0")
+    every.stdout.fnmatch_lines(["*no floor; noisy: CoV > 0.0%*", "warning: 2 measurement(s) with CoV above 0.0%*"])
+    none = suite.runpytest(*args, "--vitperf-noise-threshold=900%")
+    assert "noisy:" not in none.stdout.str() and "CoV above" not in none.stdout.str()
 
 
 def test_compile_uses_the_cache_dir_for_inductor(suite: pytest.Pytester) -> None:

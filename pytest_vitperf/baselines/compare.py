@@ -22,6 +22,7 @@ ALPHA = 0.01
 REGRESSION = "regression"
 IMPROVEMENT = "improvement"
 UNCHANGED = "unchanged"
+CLOCK = "clock"  # slower in time beyond the threshold, but not in cycles (time x SM clock): the clock moved
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,7 @@ class Comparison:
     statistic: str  # median or mean, as the baseline stores it
     threshold: float
     p_value: float | None  # None: no raw samples on one side, threshold only
-    change: str  # REGRESSION, IMPROVEMENT or UNCHANGED
+    change: str  # REGRESSION, IMPROVEMENT, UNCHANGED or (baselines/gate.py) CLOCK
 
     @property
     def delta(self) -> float:

@@ -9,11 +9,11 @@ unreadable (a malformed baseline file fails the tests that need it, naming the f
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import date
 from typing import Any
 
-from pytest_vitperf.baselines.compare import REGRESSION, Comparison, compare_to
+from pytest_vitperf.baselines.compare import CLOCK, REGRESSION, Comparison, compare_to
 from pytest_vitperf.baselines.store import Baseline, BaselineFileError, BaselineKey, JsonDirStorage
 from pytest_vitperf.measurement import Measurement
 
@@ -93,7 +93,8 @@ def judge(
     updating: bool = False,
 ) -> Outcome:
     """Compare `m` with its baseline and decide: a regression, an unreadable baseline file, or (strict) a missing
-    baseline fails; while baselines are being updated only an unreadable file does."""
+    baseline or a slowdown that only the clock explains fails; while baselines are being updated only an unreadable
+    file does."""
     key = key_for(m)
     try:
         baseline = storage.get(key)
@@ -107,14 +108,28 @@ def judge(
         note = f"no baseline at {storage.path(key)} [{key.entry}]"
         return Outcome(key, MISSING, m.median, note=note, failure=MISSING if strict and not updating else None)
     current = m.median if baseline.statistic == "median" else m.mean
-    c = compare_to(baseline, current, m.samples_ms, threshold)
+    timed = compare_to(baseline, current, m.samples_ms, threshold)
+    c, note = clock_aware(timed, baseline.stats.get("sm_mhz"), m.sm_mhz)
     changes = tuple(
         f"{k} {baseline.environment.get(k)} -> {environment.get(k)}"
         for k in _FINGERPRINT
         if k in baseline.environment and baseline.environment.get(k) != environment.get(k)
     )
-    failure = REGRESSION if c.change == REGRESSION and not updating else None
-    return Outcome(key, COMPARED, current, c, _source(baseline), env_changes=changes, failure=failure)
+    fails = c.change == REGRESSION or (c.change == CLOCK and strict)
+    failure = REGRESSION if fails and not updating else None
+    return Outcome(key, COMPARED, current, c, _source(baseline), note, changes, failure)
+
+
+def clock_aware(c: Comparison, baseline_mhz: float | None, current_mhz: float | None) -> tuple[Comparison, str]:
+    """A regression in time that is none in cycles (time x median SM clock) is the clock's doing: CLOCK, with a
+    note. Without a clock on both sides the comparison stands."""
+    if c.change != REGRESSION or not baseline_mhz or not current_mhz:
+        return c, ""
+    cycles = (c.current_ms * current_mhz) / (c.baseline_ms * baseline_mhz) - 1
+    if cycles > c.threshold:
+        return c, ""
+    note = f"slower in time, not in cycles ({cycles:+.1%}): SM clock {baseline_mhz:.0f} -> {current_mhz:.0f} MHz"
+    return replace(c, change=CLOCK), note
 
 
 def to_baseline(m: Measurement, environment: dict[str, Any], provenance: dict[str, Any]) -> Baseline:
