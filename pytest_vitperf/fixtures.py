@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -131,11 +132,15 @@ def vitperf_plan(
 def bench(vitperf_session: VitperfSession, request: pytest.FixtureRequest) -> Callable[[Engine], Measurement]:
     """`bench(engine)` -> Measurement: warm-up, then samples until duration and iteration minimums
     are met. Measured once per session for each (model, precision, batch, backend)."""
+    from pytest_vitperf.timing import median_noise
+
     def run(engine: Engine) -> Measurement:
         spec = vitperf_session.spec(engine)
         if spec.key in vitperf_session.measurements:
             return vitperf_session.measurements[spec.key]
         samples, clocks, dropped = _sample(vitperf_session, engine)
+        noise = median_noise(samples)  # inf below 8 samples: recorded as None
+        spec = replace(spec, options={**spec.options, "median_noise": noise if math.isfinite(noise) else None})
         if clocks:
             facts = {**vitperf_session.clock_facts, "throttled_samples_dropped": dropped}
             spec = replace(spec, options={**spec.options, "clocks": facts})

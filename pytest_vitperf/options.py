@@ -37,6 +37,8 @@ FLOORS = "--vitperf-floors"
 BASELINE_DIR = "--vitperf-baseline-dir"
 THRESHOLD = "--vitperf-regression-threshold"
 NOISE = "--vitperf-noise-threshold"
+MAX_NOISE = "--vitperf-max-noise"
+TIMEOUT_MS = "--vitperf-timeout-ms"
 UPDATE_BASELINES = "--vitperf-update-baselines"
 STRICT = "--vitperf-strict"
 KERNELS = "--vitperf-kernels"
@@ -221,6 +223,19 @@ OPTIONS: tuple[_Option, ...] = (
         "Per test: @pytest.mark.vitperf_threshold(0.10). Default: 0.05.",
     ),
     _Option(
+        MAX_NOISE,
+        parse_threshold,
+        "REL",
+        "after the duration, keep sampling until the median's 95%% confidence half-width is at most this share of "
+        "the median (0.005 or 0.5%%), or until --vitperf-timeout-ms. Default: off (duration and iterations only).",
+    ),
+    _Option(
+        TIMEOUT_MS,
+        _number(float, 0, "number of ms"),
+        "MS",
+        "the longest sampling time per benchmark with --vitperf-max-noise. Default: 15000.",
+    ),
+    _Option(
         NOISE,
         parse_threshold,
         "REL",
@@ -301,6 +316,8 @@ class Settings:
     baseline_dir: Path | None = None
     regression_threshold: float = 0.05
     noise_threshold: float = NOISY_COV
+    max_noise: float | None = None
+    timeout_ms: float = 15000.0
     update_baselines: bool = False
     strict: bool = False
     kernels: bool = False

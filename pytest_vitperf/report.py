@@ -122,7 +122,8 @@ def summary(
 
 def clock_notes(measurements: Iterable[Measurement]) -> list[str]:
     """Warnings for measurements whose SM clock moved more than CLOCK_SPAN_WARN of its median, or that saw
-    clock-event reasons other than the power cap (thermal slowdown, power brake, ...)."""
+    clock-event reasons other than the power cap (thermal slowdown, power brake, ...), or that missed their
+    --vitperf-max-noise target."""
     lines = []
     for m in measurements:
         what = f"{m.spec.model} {m.spec.precision} b{m.spec.batch}"
@@ -132,6 +133,12 @@ def clock_notes(measurements: Iterable[Measurement]) -> list[str]:
         others = unexpected_reasons(m.clocks)
         if others:
             lines.append(f"warning: {what}: clocks held back by {', '.join(others)}, not only the power cap")
+        target, noise = m.spec.options.get("max_noise"), m.spec.options.get("median_noise")
+        if target is not None and noise is not None and noise > target:
+            lines.append(
+                f"note: {what}: the median's 95% confidence half-width is {noise:.2%} after {m.n} samples, above the "
+                f"{target:.2%} target: sampling stopped at --vitperf-timeout-ms"
+            )
         dropped = m.spec.options.get("clocks", {}).get("throttled_samples_dropped")
         if dropped:
             lines.append(f"note: {what}: {dropped} samples below 75% of the default SM clock dropped (NVBench's rule)")

@@ -105,7 +105,10 @@ class VitperfSession:
         warmup = s.warmup_ms
         if warmup is None:
             warmup = CPU_WARMUP_MS if self.device.sm is None else GPU_WARMUP_MS
-        return {"warmup_ms": warmup, "duration_ms": s.duration_ms, "min_iterations": s.min_iterations}
+        out = {"warmup_ms": warmup, "duration_ms": s.duration_ms, "min_iterations": s.min_iterations}
+        if s.max_noise is not None:
+            out |= {"max_noise": s.max_noise, "timeout_ms": s.timeout_ms}
+        return out
 
     def skip_reason(self, precision: str) -> str | None:
         """Why `precision` cannot be measured here, or None. Nothing is built to find out."""

@@ -93,6 +93,19 @@ class CudaPythonEventClock:
                 rt.cudaEventDestroy(ev)
 
 
+def median_noise(samples: list[float]) -> float:
+    """Half the width of a distribution-free 95% confidence interval of the median (order statistics n/2 ± 0.98
+    √n), relative to the median; inf for fewer than 8 samples."""
+    n = len(samples)
+    if n < 8:
+        return math.inf
+    xs = sorted(samples)
+    k = 0.98 * math.sqrt(n)
+    lo, hi = max(0, math.floor(n / 2 - k)), min(n - 1, math.ceil(n / 2 + k))
+    mid = xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+    return (xs[hi] - xs[lo]) / 2 / mid if mid > 0 else math.inf
+
+
 CHUNK_MS = 50.0  # queue about this much GPU work between synchronisations
 MAX_CHUNK = 256
 
@@ -106,9 +119,13 @@ def sample(
     min_iterations: int,
     now: Callable[[], float] = time.perf_counter,
     on_chunk: Callable[[list[float]], None] | None = None,
+    max_noise: float | None = None,
+    timeout_ms: float = 15000.0,
 ) -> list[float]:
     """Warm up for `warmup_ms` of wall time (at least one launch), then return per-launch samples
     in ms, taken until `duration_ms` of wall time has passed and `min_iterations` were timed.
+    With `max_noise`, sampling goes on after that until the median's 95% confidence half-width, relative to the
+    median, is at most `max_noise`, or until `timeout_ms` of sampling (NVBench's stopping rule, on the median).
     `on_chunk` gets each synchronised chunk's samples, outside the timed region (clocks.py reads NVML there)."""
     t0 = now()
     warm = clock.time(launch, 1)
@@ -119,9 +136,16 @@ def sample(
 
     samples: list[float] = []
     t0 = now()
-    while (now() - t0) * 1e3 < duration_ms or len(samples) < min_iterations:
+
+    def more() -> bool:
+        elapsed = (now() - t0) * 1e3
+        if elapsed < duration_ms or len(samples) < min_iterations:
+            return True
+        return max_noise is not None and elapsed < timeout_ms and median_noise(samples) > max_noise
+
+    while more():
         want = chunk
-        if (now() - t0) * 1e3 >= duration_ms:
+        if (now() - t0) * 1e3 >= duration_ms and max_noise is None:
             want = min(chunk, min_iterations - len(samples))
         timed = clock.time(launch, want)
         samples += timed

@@ -127,3 +127,28 @@ def test_a_slowdown_that_disappears_in_cycles_is_the_clocks_not_a_regression() -
     assert clock_aware(slower, None, 1500) == (slower, "")  # a baseline without clocks: time decides
     unchanged = compare(6.301, 6.31, threshold=0.05)
     assert clock_aware(unchanged, 1740, 1500) == (unchanged, "")
+
+
+def test_the_medians_confidence_narrows_with_samples_on_the_recorded_trace(h100: dict[str, Measurement]) -> None:
+    from pytest_vitperf.timing import median_noise
+
+    fp16 = list(h100["fp16"].samples_ms)  # 472 samples, CoV 1.2%
+    assert median_noise(fp16[:7]) == float("inf")
+    assert 0 < median_noise(fp16) < 0.005 < median_noise(fp16[:10])  # 0.5% is reached in 3 s, not in 10 samples
+
+
+def test_noise_targeted_sampling_stops_at_the_target_or_the_timeout() -> None:
+    import time
+
+    from pytest_vitperf.timing import PerfCounterClock, median_noise, sample
+
+    def launch() -> None:
+        time.sleep(0.002)
+
+    steady = sample(launch, PerfCounterClock(), warmup_ms=0, duration_ms=0, min_iterations=3, max_noise=0.5)
+    assert len(steady) >= 8 and median_noise(steady) <= 0.5  # a loose target is met right after 8 samples
+    t0 = time.perf_counter()
+    capped = sample(
+        launch, PerfCounterClock(), warmup_ms=0, duration_ms=0, min_iterations=3, max_noise=0.0, timeout_ms=150
+    )
+    assert 0.15 <= time.perf_counter() - t0 < 1.0 and len(capped) > 8  # an unreachable target: the timeout ends it

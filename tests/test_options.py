@@ -26,6 +26,8 @@ BAD = [
     ("--vitperf-regression-threshold=lots", "'lots' is not a relative change such as 0.05 or 5%"),
     ("--vitperf-regression-threshold=-1%", "'-1%' is not a relative change"),
     ("--vitperf-noise-threshold=quiet", "'quiet' is not a relative change"),
+    ("--vitperf-max-noise=low", "'low' is not a relative change"),
+    ("--vitperf-timeout-ms=-5", "'-5' is not a number of ms >= 0"),
 ]
 
 
@@ -51,6 +53,8 @@ INI_BAD = [
     ("vitperf_strict", "2", "not a boolean"),
     ("vitperf_regression_threshold", "x", "not a relative change"),
     ("vitperf_noise_threshold", "x", "not a relative change"),
+    ("vitperf_max_noise", "x", "not a relative change"),
+    ("vitperf_timeout_ms", "never", "not a number of ms"),
     ("vitperf_clocks", "often", "not a boolean"),
 ]
 
@@ -191,6 +195,12 @@ def test_noise_threshold_decides_what_the_summary_calls_noisy(suite: pytest.Pyte
     every.stdout.fnmatch_lines(["*no floor; noisy: CoV > 0.0%*", "warning: 2 measurement(s) with CoV above 0.0%*"])
     none = suite.runpytest(*args, "--vitperf-noise-threshold=900%")
     assert "noisy:" not in none.stdout.str() and "CoV above" not in none.stdout.str()
+
+
+def test_max_noise_is_recorded_and_a_missed_target_is_noted(suite: pytest.Pytester) -> None:
+    result = suite.runpytest(*FAST, "--vitperf-precisions=fp32", "--vitperf-max-noise=0", "--vitperf-timeout-ms=300")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["note: vit_tiny_patch16_224 fp32 b1: the median's 95% confidence half-width is *"])
 
 
 def test_compile_uses_the_cache_dir_for_inductor(suite: pytest.Pytester) -> None:

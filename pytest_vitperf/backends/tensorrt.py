@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from pytest_vitperf.layers import Layer, LayerTime
     from pytest_vitperf.options import Settings
 
+
 @dataclass
 class TrtEngine:
     """A deserialized engine; `allocate()` creates its context, stream, device buffers and CUDA graph."""
