@@ -41,6 +41,7 @@ MAX_NOISE = "--vitperf-max-noise"
 TIMEOUT_MS = "--vitperf-timeout-ms"
 UPDATE_BASELINES = "--vitperf-update-baselines"
 STRICT = "--vitperf-strict"
+COLD = "--vitperf-cold"
 KERNELS = "--vitperf-kernels"
 
 COMPILE_MODES = ("auto", "off", "default", "max-autotune")
@@ -251,6 +252,11 @@ FLAGS = (
         "after each measurement, profile it once more and print where the time goes (GEMM, attention, "
         "quantize, norm, elementwise): why a precision is or is not faster.",
     ),
+    (
+        COLD,
+        "evict the cache before every sample, outside the timed region (the GPU's L2, or the CPU's last-level "
+        "cache), for deployments that run one request at a time with cold caches. Baselined apart from warm runs.",
+    ),
 )
 
 
@@ -321,6 +327,7 @@ class Settings:
     update_baselines: bool = False
     strict: bool = False
     kernels: bool = False
+    cold: bool = False
     rootdir: Path = field(default_factory=Path.cwd)
 
 

@@ -43,11 +43,13 @@ def table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
 
 
 def run_mode(spec: Spec) -> str:
-    """How the engine ran: compiled or eager; on a GPU, replayed as a CUDA graph or launched op by op."""
+    """How the engine ran: compiled or eager; on a GPU, replayed as a CUDA graph or launched op by op; with the
+    cache evicted before every sample (--vitperf-cold)."""
     compiled = spec.options.get("compile")
     launch = "" if spec.sm is None else "graph" if spec.options.get("mode") == "cuda-graph" else "launches"
     how = {None: "", "off": "eager", "default": "compiled"}.get(compiled, f"compiled ({compiled})")
-    return ", ".join(p for p in (how, launch) if p) or "-"
+    cold = "cold cache" if spec.options.get("cold") else ""
+    return ", ".join(p for p in (how, launch, cold) if p) or "-"
 
 
 def _verdict(m: Measurement, ref: Measurement | None, verdict: Verdict | None, max_cov: float) -> str:
@@ -147,13 +149,14 @@ def clock_notes(measurements: Iterable[Measurement]) -> list[str]:
 
 def _outcome_row(o: gate.Outcome) -> tuple[str, ...]:
     k, c = o.key, o.comparison
+    batch = f"{k.batch} (cold)" if k.cold else str(k.batch)
     if c is None:
-        return (k.model, k.precision, str(k.batch), "-", f"{o.current_ms:.3f}", "-", "-", o.kind)
+        return (k.model, k.precision, batch, "-", f"{o.current_ms:.3f}", "-", "-", o.kind)
     change = c.change + ("" if c.p_value is not None else " (threshold only: no raw samples)")
     if c.change == "improvement":
         change += "; refresh with --vitperf-update-baselines"
     p = "-" if c.p_value is None else f"{c.p_value:.2g}"
-    return (k.model, k.precision, str(k.batch), f"{c.baseline_ms:.3f} ({c.statistic})", f"{c.current_ms:.3f}",
+    return (k.model, k.precision, batch, f"{c.baseline_ms:.3f} ({c.statistic})", f"{c.current_ms:.3f}",
             f"{c.delta:+.1%}", p, change)  # fmt: skip
 
 

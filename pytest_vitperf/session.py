@@ -108,6 +108,8 @@ class VitperfSession:
         out = {"warmup_ms": warmup, "duration_ms": s.duration_ms, "min_iterations": s.min_iterations}
         if s.max_noise is not None:
             out |= {"max_noise": s.max_noise, "timeout_ms": s.timeout_ms}
+        if s.cold:
+            out["cold"] = True
         return out
 
     def skip_reason(self, precision: str) -> str | None:

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import math
 import time
+import weakref
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Protocol
 
 Launch = Callable[[], None]
@@ -19,8 +21,14 @@ Launch = Callable[[], None]
 class Clock(Protocol):
     name: str
 
-    def time(self, launch: Launch, n: int) -> list[float]:
-        """Run `launch` n times back to back; return each run's time in ms."""
+    def time(self, launch: Launch, n: int, before: Launch | None = None) -> list[float]:
+        """Run `launch` n times back to back; return each run's time in ms. `before` runs ahead of every launch,
+        outside the timed region."""
+        ...
+
+    def cache_flush(self) -> Launch:
+        """A launch that evicts the cache the timed work reads through (the GPU's L2, the CPU's last-level
+        cache), queued where the timed launches run."""
         ...
 
 
@@ -29,13 +37,25 @@ class PerfCounterClock:
 
     name = "perf_counter"
 
-    def time(self, launch: Launch, n: int) -> list[float]:
+    def time(self, launch: Launch, n: int, before: Launch | None = None) -> list[float]:
         out = []
         for _ in range(n):
+            if before is not None:
+                before()
             t0 = time.perf_counter()
             launch()
             out.append((time.perf_counter() - t0) * 1e3)
         return out
+
+    def cache_flush(self) -> Launch:
+        import torch
+
+        buf = torch.empty(FLUSH_TIMES * cpu_last_level_cache_bytes(), dtype=torch.uint8)
+
+        def flush() -> None:
+            buf.zero_()
+
+        return flush
 
 
 class TorchCudaEventClock:
@@ -46,18 +66,32 @@ class TorchCudaEventClock:
     def __init__(self, stream: Any) -> None:
         self.stream = stream
 
-    def time(self, launch: Launch, n: int) -> list[float]:
+    def time(self, launch: Launch, n: int, before: Launch | None = None) -> list[float]:
         import torch
 
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
         with torch.cuda.stream(self.stream):
             for s, e in zip(starts, ends, strict=False):
+                if before is not None:
+                    before()
                 s.record(self.stream)
                 launch()
                 e.record(self.stream)
         ends[-1].synchronize()
         return [s.elapsed_time(e) for s, e in zip(starts, ends, strict=False)]
+
+    def cache_flush(self) -> Launch:
+        import torch
+
+        l2 = torch.cuda.get_device_properties(self.stream.device).L2_cache_size
+        buf = torch.empty(FLUSH_TIMES * l2, dtype=torch.uint8, device=self.stream.device)
+
+        def flush() -> None:
+            with torch.cuda.stream(self.stream):
+                buf.zero_()  # a write through L2 on the timed stream: it evicts what the last launch left there
+
+        return flush
 
 
 def check_cuda(result: Any) -> Any:
@@ -76,13 +110,15 @@ class CudaPythonEventClock:
     def __init__(self, stream: Any) -> None:
         self.stream = stream
 
-    def time(self, launch: Any, n: int) -> list[float]:
+    def time(self, launch: Any, n: int, before: Launch | None = None) -> list[float]:
         from cuda.bindings import runtime as rt
 
         starts = [check_cuda(rt.cudaEventCreate()) for _ in range(n)]
         ends = [check_cuda(rt.cudaEventCreate()) for _ in range(n)]
         try:
             for s, e in zip(starts, ends, strict=True):
+                if before is not None:
+                    before()
                 check_cuda(rt.cudaEventRecord(s, self.stream))
                 launch()
                 check_cuda(rt.cudaEventRecord(e, self.stream))
@@ -91,6 +127,38 @@ class CudaPythonEventClock:
         finally:
             for ev in (*starts, *ends):
                 rt.cudaEventDestroy(ev)
+
+    def cache_flush(self) -> Launch:
+        from cuda.bindings import runtime as rt
+
+        device = check_cuda(rt.cudaGetDevice())
+        size = FLUSH_TIMES * int(
+            check_cuda(rt.cudaDeviceGetAttribute(rt.cudaDeviceAttr.cudaDevAttrL2CacheSize, device))
+        )
+        ptr = check_cuda(rt.cudaMalloc(size))
+        weakref.finalize(self, rt.cudaFree, ptr)
+
+        def flush() -> None:
+            check_cuda(rt.cudaMemsetAsync(ptr, 0, size, self.stream))
+
+        return flush
+
+
+# The flush writes this many times the cache's size, as NVBench does: on an H100, 2x and 4x the L2 gave the same
+# cold latency as 1x (docs/benchmarks.md, scripts/cold_check.py).
+FLUSH_TIMES = 1
+
+
+def cpu_last_level_cache_bytes() -> int:
+    """The largest CPU cache's size, from sysfs (Linux), else 32 MiB."""
+    sizes = []
+    for f in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
+        text = f.read_text().strip().upper()
+        unit = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+        digits = text.rstrip("KMG")
+        if digits.isdigit():
+            sizes.append(int(digits) * unit)
+    return max(sizes, default=32 << 20)
 
 
 def median_noise(samples: list[float]) -> float:
@@ -121,16 +189,19 @@ def sample(
     on_chunk: Callable[[list[float]], None] | None = None,
     max_noise: float | None = None,
     timeout_ms: float = 15000.0,
+    cold: bool = False,
 ) -> list[float]:
     """Warm up for `warmup_ms` of wall time (at least one launch), then return per-launch samples
     in ms, taken until `duration_ms` of wall time has passed and `min_iterations` were timed.
     With `max_noise`, sampling goes on after that until the median's 95% confidence half-width, relative to the
     median, is at most `max_noise`, or until `timeout_ms` of sampling (NVBench's stopping rule, on the median).
+    With `cold`, the clock's cache flush runs before every launch, warm-up included, outside the timed region.
     `on_chunk` gets each synchronised chunk's samples, outside the timed region (clocks.py reads NVML there)."""
+    before = clock.cache_flush() if cold else None
     t0 = now()
-    warm = clock.time(launch, 1)
+    warm = clock.time(launch, 1, before)
     while (now() - t0) * 1e3 < warmup_ms:
-        warm += clock.time(launch, 1 if warm[-1] > CHUNK_MS else 8)
+        warm += clock.time(launch, 1 if warm[-1] > CHUNK_MS else 8, before)
     per_launch = max(min(warm[-8:]), 1e-6)
     chunk = max(1, min(MAX_CHUNK, math.ceil(CHUNK_MS / per_launch)))
 
@@ -147,7 +218,7 @@ def sample(
         want = chunk
         if (now() - t0) * 1e3 >= duration_ms and max_noise is None:
             want = min(chunk, min_iterations - len(samples))
-        timed = clock.time(launch, want)
+        timed = clock.time(launch, want, before)
         samples += timed
         if on_chunk is not None:
             on_chunk(timed)

@@ -42,8 +42,9 @@ def test_layout_and_round_trip(tmp_path: Path) -> None:
     data = json.loads(path.read_text())
     assert data["schema"] == 1 and list(data["entries"]) == ["fp16/b8"]
     assert JsonDirStorage(tmp_path).get(b.key) == b
-    store.put([baseline(3.0, precision="bf16")])
-    assert sorted(read_file(path)) == ["bf16/b8", "fp16/b8"]  # merged, not replaced
+    store.put([baseline(3.0, precision="bf16"), baseline(9.0, cold=True)])
+    assert sorted(read_file(path)) == ["bf16/b8", "fp16/b8", "fp16/b8/cold"]  # merged, not replaced
+    assert store.get(b.key) == b and JsonDirStorage(tmp_path).get(baseline(cold=True).key).value == 9.0
 
 
 @pytest.mark.parametrize(
@@ -62,6 +63,16 @@ def test_layout_and_round_trip(tmp_path: Path) -> None:
             '{"schema": 1, "backend": "torch", "backend_version": "2", "gpu": "g", "model": "m", '
             '"entries": {"fp16/b1": {"precision": "fp16", "batch": 8, "statistic": "mean", "value": 1}}}',
             "the entry name must match",
+        ),
+        (
+            '{"schema": 1, "backend": "torch", "backend_version": "2", "gpu": "g", "model": "m", "entries": '
+            '{"fp16/b8/cold": {"precision": "fp16", "batch": 8, "cold": "yes", "statistic": "mean", "value": 1}}}',
+            "cold must be true or false",
+        ),
+        (
+            '{"schema": 1, "backend": "torch", "backend_version": "2", "gpu": "g", "model": "m", '
+            '"entries": {"fp16/b8": {"precision": "fp16", "batch": 8, "cold": true, "statistic": "mean", "value": 1}}}',
+            "holds 'fp16/b8/cold'; the entry name must match",
         ),
     ],
 )

@@ -193,3 +193,18 @@ def test_seed_baselines_gate_a_user_on_that_gpu_from_the_first_run() -> None:
     b = store.get(key)
     assert b is not None and b.value == 5.16 and b.statistic == "mean" and not b.has_samples
     assert Path(store.path(key)).name == "vit_base_patch16_224.json"
+
+
+def test_cold_runs_keep_baselines_of_their_own(project: pytest.Pytester) -> None:
+    project.runpytest(*ARGS, "--vitperf-update-baselines").assert_outcomes(passed=1)
+    r = project.runpytest(*ARGS, "--vitperf-cold")
+    r.assert_outcomes(passed=1)  # never compared with the warm entry
+    r.stdout.fnmatch_lines(["vit_tiny_patch16_224 * fp32 * 1 (cold) * - * missing", "*[[]fp32/b1/cold[]]*"])
+    r = project.runpytest(*ARGS, "--vitperf-cold", "--vitperf-update-baselines")
+    r.stdout.fnmatch_lines(["added */vit_tiny_patch16_224.json [[]fp32/b1/cold[]] median * ms"])
+    e = entries(project)
+    assert e["fp32/b1/cold"]["cold"] is True and "cold" not in e["fp32/b1"]
+    assert e["fp32/b1/cold"]["samples"] != e["fp32/b1"]["samples"]
+    project.runpytest(*ARGS, "--vitperf-cold").stdout.fnmatch_lines(
+        ["vit_tiny_patch16_224 * fp32 * 1 (cold) * (median) *"]
+    )

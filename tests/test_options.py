@@ -56,6 +56,7 @@ INI_BAD = [
     ("vitperf_max_noise", "x", "not a relative change"),
     ("vitperf_timeout_ms", "never", "not a number of ms"),
     ("vitperf_clocks", "often", "not a boolean"),
+    ("vitperf_cold", "sometimes", "not a boolean"),
 ]
 
 
@@ -201,6 +202,17 @@ def test_max_noise_is_recorded_and_a_missed_target_is_noted(suite: pytest.Pytest
     result = suite.runpytest(*FAST, "--vitperf-precisions=fp32", "--vitperf-max-noise=0", "--vitperf-timeout-ms=300")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["note: vit_tiny_patch16_224 fp32 b1: the median's 95% confidence half-width is *"])
+
+
+def test_cold_evicts_the_cache_outside_the_timed_region_and_says_so(suite: pytest.Pytester) -> None:
+    result, data = run_json(suite, "--vitperf-precisions=fp32", "--vitperf-cold", "--vitperf-min-iterations=5")
+    result.assert_outcomes(passed=1)
+    assert only(data, "fp32")["options"]["cold"] is True
+    result.stdout.fnmatch_lines(
+        ["model * backend  mode * median ms*", "vit_tiny_patch16_224  fp32 * eager, cold cache *"]
+    )
+    _, data = run_json(suite, "--vitperf-precisions=fp32", "--vitperf-min-iterations=5")
+    assert "cold" not in only(data, "fp32")["options"]
 
 
 def test_compile_uses_the_cache_dir_for_inductor(suite: pytest.Pytester) -> None:

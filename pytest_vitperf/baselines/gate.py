@@ -75,7 +75,9 @@ class Write:
 
 def key_for(m: Measurement) -> BaselineKey:
     s = m.spec
-    return BaselineKey(s.backend, s.backend_version or "unknown", s.device, s.model, s.precision, s.batch)
+    return BaselineKey(
+        s.backend, s.backend_version or "unknown", s.device, s.model, s.precision, s.batch, bool(s.options.get("cold"))
+    )
 
 
 def _source(b: Baseline) -> str:

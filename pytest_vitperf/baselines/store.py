@@ -8,7 +8,7 @@ diff-friendly (sorted keys, one entry per model/precision/batch)::
       "backend": "tensorrt", "backend_version": "10.14.1",
       "gpu": "NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "model": "vit_base_patch16_224",
       "entries": {
-        "nvfp4/b64": {
+        "nvfp4/b64": {                                 # "nvfp4/b64/cold" with "cold": true: --vitperf-cold
           "precision": "nvfp4", "batch": 64, "unit": "ms",
           "statistic": "mean", "value": 5.14,          # the number compared against
           "stats": {"mean": 5.14},                     # everything known about the distribution
@@ -56,10 +56,11 @@ class BaselineKey:
     model: str
     precision: str
     batch: int
+    cold: bool = False  # measured with the cache evicted before every sample (--vitperf-cold)
 
     @property
     def entry(self) -> str:
-        return f"{self.precision}/b{self.batch}"
+        return f"{self.precision}/b{self.batch}" + ("/cold" if self.cold else "")
 
     def relpath(self) -> Path:
         return Path(self.backend, self.backend_version, slug(self.gpu), f"{self.model}.json")
@@ -83,6 +84,7 @@ class Baseline:
         out: dict[str, Any] = {
             "precision": self.key.precision,
             "batch": self.key.batch,
+            **({"cold": True} if self.key.cold else {}),
             "unit": "ms",
             "statistic": self.statistic,
             "value": self.value,
@@ -117,7 +119,12 @@ def _entry(path: Path, name: str, raw: Any, head: dict[str, Any]) -> Baseline:
     batch = raw["batch"]
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise BaselineFileError(path, f"{where}.batch must be a positive integer")
-    key = BaselineKey(head["backend"], head["backend_version"], head["gpu"], head["model"], raw["precision"], batch)
+    cold = raw.get("cold", False)
+    if not isinstance(cold, bool):
+        raise BaselineFileError(path, f"{where}.cold must be true or false")
+    key = BaselineKey(
+        head["backend"], head["backend_version"], head["gpu"], head["model"], raw["precision"], batch, cold
+    )
     if key.entry != name:
         raise BaselineFileError(path, f"{where} holds {key.entry!r}; the entry name must match")
     return Baseline(
