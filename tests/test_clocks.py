@@ -152,3 +152,16 @@ def test_noise_targeted_sampling_stops_at_the_target_or_the_timeout() -> None:
         launch, PerfCounterClock(), warmup_ms=0, duration_ms=0, min_iterations=3, max_noise=0.0, timeout_ms=150
     )
     assert 0.15 <= time.perf_counter() - t0 < 1.0 and len(capped) > 8  # an unreachable target: the timeout ends it
+
+
+def test_a_baseline_keeps_the_clock_readings_of_its_samples(h100: dict[str, Measurement], tmp_path: Path) -> None:
+    from pytest_vitperf.baselines.gate import to_baseline
+    from pytest_vitperf.baselines.store import JsonDirStorage
+
+    m = h100["fp16"]
+    b = to_baseline(m, {"power_limit_w": 700.0}, {"kind": "measured"})
+    storage = JsonDirStorage(tmp_path)
+    storage.put([b])
+    back = JsonDirStorage(tmp_path).get(b.key)
+    assert back is not None and back.stats["sm_mhz"] == m.sm_mhz and back.environment["power_limit_w"] == 700.0
+    assert [r["sm_mhz"] for r in back.environment["clock_readings"]] == [r.sm_mhz for r in m.clocks]

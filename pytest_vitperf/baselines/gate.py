@@ -135,7 +135,10 @@ def clock_aware(c: Comparison, baseline_mhz: float | None, current_mhz: float | 
 
 
 def to_baseline(m: Measurement, environment: dict[str, Any], provenance: dict[str, Any]) -> Baseline:
-    """A measurement as the baseline it becomes: its median and raw samples, with where it came from."""
+    """A measurement as the baseline it becomes: its median and raw samples, with where it came from and, on a GPU,
+    the clock readings taken under those samples."""
+    if m.clocks:
+        environment = {**environment, "clock_readings": [r.to_dict() for r in m.clocks]}
     return Baseline(
         key=key_for(m),
         statistic="median",

@@ -13,7 +13,7 @@ diff-friendly (sorted keys, one entry per model/precision/batch)::
           "statistic": "mean", "value": 5.14,          # the number compared against
           "stats": {"mean": 5.14},                     # everything known about the distribution
           "samples": [...],                            # raw samples, when measured by this suite
-          "environment": {"driver": "...", "cuda_runtime": "...", "torch": "...", ...},
+          "environment": {"driver": "...", "torch": "...", "clock_readings": [...], ...},  # NVML, on a GPU
           "provenance": {"kind": "imported", "source": "seed 001_...txt", "note": "published, no raw samples"}
         }
       }
