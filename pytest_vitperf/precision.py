@@ -98,7 +98,7 @@ _SPARSE24 = Precision(
     "2:4 sparse tensor cores",
     Recipe(sparse24=True, cast="fp16"),
     min_sm=80,
-    backends=TRT_FAMILY,
+    backends=TRT_FAMILY | {"torch"},
     sparse=True,
 )
 

@@ -1,4 +1,5 @@
-"""Real low-precision Linears for the torch backend, from a model that a precision recipe calibrated.
+"""Real low-precision and 2:4 sparse Linears for the torch backend, from a model that a precision recipe calibrated
+or sparsified.
 
 The scheme is the one TensorRT runs for an FP8 or INT8 ONNX export: static activation scales from calibration,
 weights quantized once, the GEMM on the low-precision tensor cores. Model Optimizer decides what is quantized and
@@ -11,6 +12,7 @@ the only source of scales. What runs is this module's, because Model Optimizer's
 |---|---|---|---|
 | fp8 | E4M3 per tensor (FP8_DEFAULT_CFG) | E4M3 per tensor, static | `torch._scaled_mm`, fast accumulation |
 | int8 | INT8 per channel (INT8_DEFAULT_CFG) | INT8 per tensor, static | `torch._int_mm`, scales applied after |
+| fp16-sparse24 | FP16, 2:4 magnitude mask (`mts.sparsify`), compressed | FP16 | `_cslt_sparse_mm` (cuSPARSELt) |
 
 Everything else (attention, norms, the patch-embedding convolution) stays in the model's FP16. A Linear whose
 shape the kernels refuse (`_scaled_mm` needs both weight dimensions divisible by 16; the 1000-class head is not)
@@ -111,12 +113,45 @@ def int8_linear(
 class Conversion:
     precision: str
     converted: list[str] = field(default_factory=list)
-    kept: dict[str, str] = field(default_factory=dict)  # module name -> why it stayed in high precision
+    kept: dict[str, str] = field(default_factory=dict)  # module name -> why it stayed as it was
+    how: str = "static scales from Model Optimizer calibration"
+    kept_as: str = "high precision"
 
     def summary(self) -> str:
         kept = "; ".join(f"{n} ({why})" for n, why in self.kept.items())
-        text = f"{len(self.converted)} Linears in {self.precision} (static scales from Model Optimizer calibration)"
-        return text + (f"; kept in high precision: {kept}" if kept else "")
+        text = f"{len(self.converted)} Linears in {self.precision} ({self.how})"
+        return text + (f"; kept in {self.kept_as}: {kept}" if kept else "")
+
+
+def is_24_sparse(weight: torch.Tensor) -> bool:
+    """At most two non-zeros in every group of four along the input dimension: what the 2:4 tensor cores take."""
+    n, k = weight.shape
+    return k % 4 == 0 and bool(((weight.reshape(n, k // 4, 4) != 0).sum(-1) <= 2).all())
+
+
+def sparse24(model: torch.nn.Module, dtype: torch.dtype) -> Conversion:
+    """Model Optimizer's 2:4 masks (`recipes.apply` sparsified the model) baked into plain weights (`mts.export`),
+    cast to `dtype`; then every Linear whose shape cuSPARSELt takes gets its weight as a semi-structured sparse
+    tensor, so that its GEMM runs on the 2:4 sparse tensor cores (`_cslt_sparse_mm`). Needs a CUDA GPU."""
+    import modelopt.torch.sparsity as mts
+    import torch
+    from torch.sparse import to_sparse_semi_structured
+
+    model = mts.export(model).to(dtype)
+    done = Conversion("fp16 2:4 sparse", how="Model Optimizer's 2:4 magnitude mask, cuSPARSELt", kept_as="dense")
+    for name, module in model.named_modules():
+        if not isinstance(module, torch.nn.Linear):
+            continue
+        n, k = module.weight.shape
+        if n % 16 or k % 16:
+            done.kept[name] = f"{n}x{k}: cuSPARSELt needs FP16 dimensions divisible by 16"
+        elif not is_24_sparse(module.weight):
+            done.kept[name] = "not 2:4 sparse after the recipe"
+        else:
+            sparse = to_sparse_semi_structured(module.weight.detach())
+            module.weight = torch.nn.Parameter(sparse, requires_grad=False)
+            done.converted.append(name)
+    return done
 
 
 def _fits(precision: str, n: int, k: int) -> str | None:

@@ -83,9 +83,26 @@ def test_nan_outputs_are_refused_with_the_reason() -> None:
 
 
 def test_torch_backend_refuses_precisions_it_does_not_build() -> None:
-    for name in ("mxfp8", "fp8-attn", "fp16-sparse24"):
+    for name in ("mxfp8", "fp8-attn", "fp8-sparse24"):
         with pytest.raises(VitperfError, match=f"{name} is not built by the torch backend.*--vitperf-backend"):
             prepare(build_model("vit_tiny"), name)
+    with pytest.raises(VitperfError, match="fp16-sparse24 runs its GEMMs in cuSPARSELt, which needs a CUDA GPU"):
+        prepare(build_model("vit_tiny"), "fp16-sparse24")
+
+
+def test_the_sparse_recipe_leaves_every_linear_two_of_four() -> None:
+    """What the torch backend hands to cuSPARSELt on a GPU: Model Optimizer's mask, baked into plain Linears."""
+    import modelopt.torch.sparsity as mts
+
+    from pytest_vitperf.precision import get_precision
+    from pytest_vitperf.realquant import is_24_sparse
+    from pytest_vitperf.recipes import apply
+
+    model = mts.export(apply(get_precision("fp16-sparse24").recipe, build_model("vit_tiny")))
+    linears = [m.weight for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    assert len(linears) == 49 and all(is_24_sparse(w) for w in linears[:48])
+    assert all(float((w == 0).float().mean()) == 0.5 for w in linears[:48])
+    assert not is_24_sparse(build_model("vit_tiny").blocks[0].mlp.fc1.weight)  # dense weights are not
 
 
 # vit_tiny has 49 Linears; _scaled_mm refuses the 1000x192 head (1000 % 16 != 0), so FP8 keeps it in FP16.

@@ -120,6 +120,15 @@ def _compiling(settings: Settings) -> Iterator[None]:
             os.environ[key] = old
 
 
+def _nbytes(t: torch.Tensor) -> int:
+    """Bytes a tensor occupies; a 2:4 sparse weight counts its compressed values and metadata, not its dense shape."""
+    packed = getattr(t, "packed", None)  # torch.sparse.SparseSemiStructuredTensor
+    if packed is not None:
+        meta = getattr(t, "meta", None)
+        return sum(x.numel() * x.element_size() for x in (packed, meta) if x is not None)
+    return t.numel() * t.element_size()
+
+
 def resolve_compile(mode: str, device: Device) -> str:
     """`auto`: compiled on a GPU, where eager launches of the quantize and elementwise ops around each GEMM would
     cost more than the GEMM saves (FP8 0.49x eager, 1.23x compiled on an H100); eager on a CPU, where the path
@@ -157,11 +166,14 @@ class TorchBackend:
         reason = self.precision_reason(precision)
         if reason is not None:
             raise VitperfError(reason)
-        if p.weights not in _DTYPES or p.recipe.sparse24 or p.recipe.mha_fp8:  # a registered entry asking too much
+        sparse_quantized = p.recipe.sparse24 and p.recipe.config is not None
+        if p.weights not in _DTYPES or sparse_quantized or p.recipe.mha_fp8:  # a registered entry asking too much
             raise VitperfError(
-                f"the torch backend builds weights in {', '.join(_DTYPES)} without sparsity or FP8 attention, "
-                f"not {precision}; build it with: --vitperf-backend tensorrt"
+                f"the torch backend builds weights in {', '.join(_DTYPES)}, 2:4 sparse in FP16 only, without FP8 "
+                f"attention, not {precision}; build it with: --vitperf-backend tensorrt"
             )
+        if p.recipe.sparse24 and device.sm is None:
+            raise VitperfError(f"{precision} runs its GEMMs in cuSPARSELt, which needs a CUDA GPU; this is a CPU")
         dtype = getattr(torch, _DTYPES[p.weights])
         dev = torch.device(device.torch_device)
         compile_mode = resolve_compile(settings.compile, device)
@@ -169,12 +181,14 @@ class TorchBackend:
         x = torch.randn(batch, *input_size(model), generator=gen).to(dev, dtype)
         parameters = sum(p.numel() for p in model.parameters())  # before FP8/INT8 weights become buffers
         quantized = None
-        if p.weights in _REAL_QUANT and p.recipe.config is not None:
-            from pytest_vitperf.realquant import convert
+        if p.recipe.sparse24 or (p.weights in _REAL_QUANT and p.recipe.config is not None):
+            from pytest_vitperf.realquant import convert, sparse24
             from pytest_vitperf.recipes import apply
 
             model = apply(p.recipe, copy.deepcopy(model).to(dev).float().eval())
-            quantized = convert(model, p.weights, dtype).summary()  # casts what it keeps to `dtype`
+            # Both cast what they keep to `dtype`.
+            done = sparse24(model, dtype) if p.recipe.sparse24 else convert(model, p.weights, dtype)
+            quantized = done.summary()
         else:
             model = model.to(dev, dtype).eval()
         tensors = [*model.parameters(), *model.buffers()]
@@ -183,7 +197,7 @@ class TorchBackend:
             "dtype": str(dtype).removeprefix("torch."),
             "device": str(dev),
             "parameters": parameters,
-            "weight_bytes": sum(t.numel() * t.element_size() for t in tensors),
+            "weight_bytes": sum(_nbytes(t) for t in tensors),
             "compile": compile_mode,
         }
         if quantized is not None:
