@@ -62,16 +62,22 @@ def overhead(vs: Any, rounds: int) -> dict[str, Any]:
     }
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def run_latency_suite(doc: str | None, rounds: int, batch_sizes: str) -> tuple[argparse.Namespace, int, Any]:
+    """Parse `--out-dir` and `--rounds`, then run the latency suite in-process for fp16 and fp8 at `batch_sizes`
+    with the remaining arguments; returns (arguments, pytest's exit code, the vitperf session or None)."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out-dir", type=Path, required=True)
-    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--rounds", type=int, default=rounds)
     args, rest = parser.parse_known_args()
     args.out_dir.mkdir(parents=True, exist_ok=True)
     keep = Keep()
-    defaults = ["--vitperf-precisions=fp16,fp8", "--vitperf-batch-sizes=1,64", "-p", "no:cacheprovider"]
+    defaults = ["--vitperf-precisions=fp16,fp8", f"--vitperf-batch-sizes={batch_sizes}", "-p", "no:cacheprovider"]
     code = pytest.main(["--gpu-bench", "suites/test_vit_latency.py", *defaults, *rest], plugins=[keep])
-    vs = keep.session
+    return args, int(code), keep.session
+
+
+def main() -> int:
+    args, code, vs = run_latency_suite(__doc__, 6, "1,64")
     if vs is None or vs.clock_probe is None:
         print("clock_check: no NVML readings (no NVIDIA GPU or nvidia-ml-py missing)", file=sys.stderr)
         return 2

@@ -13,15 +13,12 @@ Needs a CUDA GPU.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
-from pathlib import Path
 from typing import Any
 
-import pytest
-from clock_check import Keep  # this folder is on sys.path when run as a script
+from clock_check import run_latency_suite  # this folder is on sys.path when run as a script
 
 
 def rounds_of(engine: Any, timing: dict[str, Any], rounds: int) -> dict[str, Any]:
@@ -57,15 +54,7 @@ def rounds_of(engine: Any, timing: dict[str, Any], rounds: int) -> dict[str, Any
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out-dir", type=Path, required=True)
-    parser.add_argument("--rounds", type=int, default=5)
-    args, rest = parser.parse_known_args()
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    keep = Keep()
-    defaults = ["--vitperf-precisions=fp16,fp8", "--vitperf-batch-sizes=1", "-p", "no:cacheprovider"]
-    code = pytest.main(["--gpu-bench", "suites/test_vit_latency.py", *defaults, *rest], plugins=[keep])
-    vs = keep.session
+    args, code, vs = run_latency_suite(__doc__, 5, "1")
     if vs is None or vs.device.sm is None:
         print("cold_check: needs a CUDA GPU", file=sys.stderr)
         return 2
