@@ -140,12 +140,12 @@ def bench(vitperf_session: VitperfSession, request: pytest.FixtureRequest) -> Ca
             return vitperf_session.measurements[spec.key]
         samples, clocks, dropped = _sample(vitperf_session, engine)
         noise = median_noise(samples)  # inf below 8 samples: recorded as None
-        spec = replace(spec, options={**spec.options, "median_noise": noise if math.isfinite(noise) else None})
+        extra: dict[str, Any] = {"median_noise": noise if math.isfinite(noise) else None}
         if clocks:
-            facts = {**vitperf_session.clock_facts, "throttled_samples_dropped": dropped}
-            spec = replace(spec, options={**spec.options, "clocks": facts})
+            extra["clocks"] = {**vitperf_session.clock_facts, "throttled_samples_dropped": dropped}
         if vitperf_session.settings.kernels:
-            spec = replace(spec, options={**spec.options, "kernels": engine.kernel_breakdown().as_dict()})
+            extra["kernels"] = engine.kernel_breakdown().as_dict()
+        spec = replace(spec, options={**spec.options, **extra})
         m = Measurement(spec, tuple(samples), tuple(clocks))
         vitperf_session.record(m, request.node.nodeid)
         _add_to_pytest_benchmark(request, m)

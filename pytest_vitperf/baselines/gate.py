@@ -15,6 +15,7 @@ from typing import Any
 
 from pytest_vitperf.baselines.compare import CLOCK, REGRESSION, Comparison, compare_to
 from pytest_vitperf.baselines.store import Baseline, BaselineFileError, BaselineKey, JsonDirStorage
+from pytest_vitperf.clocks import compare_clocks
 from pytest_vitperf.measurement import Measurement
 
 COMPARED = "compared"
@@ -125,9 +126,10 @@ def judge(
 def clock_aware(c: Comparison, baseline_mhz: float | None, current_mhz: float | None) -> tuple[Comparison, str]:
     """A regression in time that is none in cycles (time x median SM clock) is the clock's doing: CLOCK, with a
     note. Without a clock on both sides the comparison stands."""
-    if c.change != REGRESSION or not baseline_mhz or not current_mhz:
+    clocks = compare_clocks(c.baseline_ms, c.current_ms, baseline_mhz, current_mhz)
+    if c.change != REGRESSION or clocks is None:
         return c, ""
-    cycles = (c.current_ms * current_mhz) / (c.baseline_ms * baseline_mhz) - 1
+    cycles = 1 / clocks.cycle_speedup - 1  # the change in time x clock
     if cycles > c.threshold:
         return c, ""
     note = f"slower in time, not in cycles ({cycles:+.1%}): SM clock {baseline_mhz:.0f} -> {current_mhz:.0f} MHz"
