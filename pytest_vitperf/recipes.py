@@ -22,7 +22,8 @@ Calibration runs deterministic synthetic images (a fixed seed) unless the caller
 batches. Model Optimizer fake-quantizes the block formats (MXFP8, NVFP4) with GPU kernels only; on CPU tensors
 `cpu_quant.cpu_block_quant` supplies the same arithmetic, so every recipe calibrates and exports on a CPU (the
 vit_tiny exports made on a CPU and on an H200 are identical; tests/test_engines.py holds them to it).
-Exports are cached by content hash (the model's weights, the recipe, the input shape, the opset).
+Exports are cached by content hash (the model's weights, the recipe, the input shape, the opset), and so are
+calibrations (`CalibrationCache`), which the torch backend and the export share.
 """
 
 from __future__ import annotations
@@ -133,10 +134,29 @@ def to_bmm_attention(model: torch.nn.Module) -> torch.nn.Module:
     return model
 
 
-def apply(recipe: Recipe, model: torch.nn.Module, calibration: Iterable[torch.Tensor] | None = None) -> torch.nn.Module:
-    """The recipe applied to `model` (changed in place and returned): sparsified and/or fake-quantized."""
+def apply(
+    recipe: Recipe,
+    model: torch.nn.Module,
+    calibration: Iterable[torch.Tensor] | None = None,
+    *,
+    cache_dir: Path | None = None,
+) -> torch.nn.Module:
+    """The recipe applied to `model` (changed in place and returned): sparsified and/or fake-quantized.
+    With `cache_dir`, a calibration is done once and restored after that (see `CalibrationCache`)."""
     import torch
 
+    batches: list[torch.Tensor] = []
+    cache = None
+    if recipe.config is not None:
+        from pytest_vitperf.models import input_size
+
+        batches = list(calibration) if calibration is not None else synthetic_calibration((2, *input_size(model)))
+        if cache_dir is not None:
+            cache = CalibrationCache(cache_dir / "calibration", recipe, model, batches)
+            restored = cache.restore(model)
+            if restored is not None:
+                return restored.eval()
+    before = {k: v.clone() for k, v in model.state_dict().items()} if cache is not None else {}
     if recipe.sparse24:
         import modelopt.torch.sparsity as mts
 
@@ -147,10 +167,7 @@ def apply(recipe: Recipe, model: torch.nn.Module, calibration: Iterable[torch.Te
     if recipe.config is not None:
         import modelopt.torch.quantization as mtq
 
-        from pytest_vitperf.models import input_size
-
         device = next(model.parameters()).device
-        batches = list(calibration) if calibration is not None else synthetic_calibration((2, *input_size(model)))
 
         def forward_loop(m: torch.nn.Module) -> None:
             with torch.no_grad():
@@ -158,7 +175,75 @@ def apply(recipe: Recipe, model: torch.nn.Module, calibration: Iterable[torch.Te
                     m(b.to(device))
 
         model = mtq.quantize(model, quant_config(recipe), forward_loop)
+    if cache is not None:
+        cache.save(model, before)
     return model.eval()
+
+
+class CalibrationCache:
+    """One calibrated recipe on disk: Model Optimizer's mode state and the tensors that sparsifying and calibrating
+    added or changed (amax, SmoothQuant's pre-scales and rescaled weights, 2:4 masks). Restoring it gives the same
+    model, bit for bit, without the calibration passes, which cost 2-13 s of each quantized engine's preparation on
+    an H100. The key covers the weights, the recipe, the calibration data, the device kind and Model Optimizer's
+    version; an entry that cannot be read is calibrated again and rewritten."""
+
+    def __init__(self, root: Path, recipe: Recipe, model: torch.nn.Module, batches: list[torch.Tensor]) -> None:
+        from pytest_vitperf.env import version_of
+
+        device = next(model.parameters()).device.type
+        fields = [repr(recipe), version_of("nvidia-modelopt"), device, [list(b.shape) for b in batches]]
+        h = hashlib.sha256(json.dumps(fields).encode())
+        for b in batches:
+            h.update(b.detach().cpu().contiguous().numpy().tobytes())
+        _hash_state(h, model)
+        self.path = root / f"{h.hexdigest()[:24]}.pt"
+        self.recipe = recipe
+
+    def restore(self, model: torch.nn.Module) -> torch.nn.Module | None:
+        import modelopt.torch.opt as mto
+        import torch
+
+        if not self.path.exists():
+            return None
+        try:
+            # Our own file (weights_only cannot load Model Optimizer's mode state).
+            saved = torch.load(io.BytesIO(self.path.read_bytes()), weights_only=False, map_location="cpu")
+            state, tensors = saved["modelopt_state"], saved["tensors"]
+        except Exception:  # a truncated or foreign file: calibrate again
+            return None
+        if self.recipe.mha_fp8:  # the structural change that Model Optimizer's state does not record
+            to_bmm_attention(model)
+            register_quant_attention()
+        try:
+            model = mto.restore_from_modelopt_state(model, state)
+            model.load_state_dict(tensors, strict=False)
+        except Exception as exc:
+            raise VitperfError(
+                f"calibration cache {self.path} does not fit this model ({type(exc).__name__}: {exc}); "
+                f"remove it to calibrate again: rm {self.path}"
+            ) from None
+        return model
+
+    def save(self, model: torch.nn.Module, before: dict[str, torch.Tensor]) -> None:
+        import modelopt.torch.opt as mto
+        import torch
+
+        from pytest_vitperf.baselines.store import write_atomic
+
+        changed = {
+            k: v.detach().cpu()
+            for k, v in model.state_dict().items()
+            if k not in before or v.shape != before[k].shape or not torch.equal(v, before[k])
+        }
+        buf = io.BytesIO()
+        torch.save({"modelopt_state": mto.modelopt_state(model), "tensors": changed}, buf)
+        write_atomic(self.path, buf.getvalue())
+
+
+def _hash_state(h: Any, model: torch.nn.Module) -> None:
+    for name, t in sorted(model.state_dict().items()):
+        h.update(name.encode())
+        h.update(t.detach().cpu().contiguous().numpy().tobytes())
 
 
 def export(p: Precision, model: torch.nn.Module, example: torch.Tensor) -> onnx.ModelProto:
@@ -193,9 +278,7 @@ def export(p: Precision, model: torch.nn.Module, example: torch.Tensor) -> onnx.
 def content_hash(p: Precision, model: torch.nn.Module, example_shape: tuple[int, ...]) -> str:
     """Hash of what determines an export: weights, precision (its registry entry), input shape, opset."""
     h = hashlib.sha256(json.dumps([p.name, opset(p), list(example_shape)]).encode())
-    for name, t in sorted(model.state_dict().items()):
-        h.update(name.encode())
-        h.update(t.detach().cpu().contiguous().numpy().tobytes())
+    _hash_state(h, model)
     return h.hexdigest()[:24]
 
 
@@ -230,7 +313,8 @@ def export_onnx(
 
     example = torch.randn(*shape, generator=torch.Generator().manual_seed(1)).to(next(model.parameters()).device)
     with cpu_block_quant():
-        data = export(p, apply(p.recipe, copy.deepcopy(model), calibration), example).SerializeToString()
+        applied = apply(p.recipe, copy.deepcopy(model), calibration, cache_dir=cache_dir)
+        data = export(p, applied, example).SerializeToString()
     if path is not None:
         from pytest_vitperf.baselines.store import write_atomic
 

@@ -3,7 +3,9 @@ speedup verdicts, baseline outcomes and writes). Deciding is done elsewhere: flo
 
 from __future__ import annotations
 
+import copy
 import os
+import time
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -47,6 +49,8 @@ class VitperfSession:
         self.plans: list[PlanRecord] = []
         self._measured_here: dict[tuple[str, str, int, str], str] = {}  # key -> nodeid
         self._engines: dict[tuple[str, str, int], Engine] = {}
+        self._models: dict[str, Any] = {}
+        self._prepare_s: dict[tuple[str, str, int], float] = {}  # model build + backend prepare (compile included)
         self._floors: dict[Path, FloorsFile | None] = {}
 
     # -- where we run ---------------------------------------------------------------------------
@@ -123,18 +127,22 @@ class VitperfSession:
         if key not in self._engines:
             from pytest_vitperf.models import build_model
 
-            model = build_model(model_name)
-            if self.config is not None:
-                hook = self.config.hook.pytest_vitperf_model_built
-                model = hook(config=self.config, name=model_name, model=model) or model
+            start = time.perf_counter()
+            if model_name not in self._models:  # built once: a vit_base takes seconds to initialise on a CPU
+                model = build_model(model_name)
+                if self.config is not None:
+                    hook = self.config.hook.pytest_vitperf_model_built
+                    model = hook(config=self.config, name=model_name, model=model) or model
+                self._models[model_name] = model
             self._engines[key] = self.backend.prepare(
-                model,
+                copy.deepcopy(self._models[model_name]),  # a backend may cast or move what it is given
                 model_name=model_name,
                 precision=precision,
                 batch=batch,
                 device=self.device,
                 settings=self.settings,
             )
+            self._prepare_s[key] = round(time.perf_counter() - start, 1)
         return self._engines[key]
 
     def spec(self, engine: Engine) -> Spec:
@@ -147,7 +155,11 @@ class VitperfSession:
             device=self.device.name,
             sm=self.device.sm,
             timer=engine.clock.name,
-            options={**self.timing(), **engine.describe()},
+            options={
+                **self.timing(),
+                **engine.describe(),
+                "prepare_s": self._prepare_s.get((engine.model_name, engine.precision, engine.batch)),
+            },
         )
 
     # -- floors ---------------------------------------------------------------------------------

@@ -185,7 +185,7 @@ class TorchBackend:
             from pytest_vitperf.realquant import convert, sparse24
             from pytest_vitperf.recipes import apply
 
-            model = apply(p.recipe, copy.deepcopy(model).to(dev).float().eval())
+            model = apply(p.recipe, copy.deepcopy(model).to(dev).float().eval(), cache_dir=settings.cache_dir)
             # Both cast what they keep to `dtype`.
             done = sparse24(model, dtype) if p.recipe.sparse24 else convert(model, p.weights, dtype)
             quantized = done.summary()

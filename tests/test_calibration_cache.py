@@ -1,0 +1,74 @@
+"""Calibrations kept in the cache folder: restored bit for bit, without Model Optimizer's calibration passes."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import torch
+
+from pytest_vitperf.errors import VitperfError
+from pytest_vitperf.models import build_model
+from pytest_vitperf.precision import get_precision
+from pytest_vitperf.recipes import apply
+
+X = torch.randn(2, 3, 224, 224, generator=torch.Generator().manual_seed(5))
+
+
+@pytest.fixture(scope="module")
+def tiny() -> torch.nn.Module:
+    return build_model("vit_tiny").eval()
+
+
+def _out(model: torch.nn.Module) -> torch.Tensor:
+    with torch.no_grad():
+        return model(X)
+
+
+def _no_calibration(monkeypatch: pytest.MonkeyPatch) -> None:
+    import modelopt.torch.quantization as mtq
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("calibrated again instead of restoring")
+
+    monkeypatch.setattr(mtq, "quantize", refuse)
+
+
+@pytest.mark.parametrize("name", ["fp8", "int8-smoothquant", "fp8-attn", "fp8-sparse24"])
+def test_a_restored_calibration_is_the_calibrated_model(
+    tiny: torch.nn.Module, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    recipe = get_precision(name).recipe
+    calibrated = _out(apply(recipe, copy.deepcopy(tiny), cache_dir=tmp_path))
+    (entry,) = (tmp_path / "calibration").glob("*.pt")
+    _no_calibration(monkeypatch)
+    assert torch.equal(_out(apply(recipe, copy.deepcopy(tiny), cache_dir=tmp_path)), calibrated)
+    assert list((tmp_path / "calibration").glob("*.pt")) == [entry]
+
+
+def test_a_truncated_entry_is_calibrated_again_and_rewritten(tiny: torch.nn.Module, tmp_path: Path) -> None:
+    recipe = get_precision("int8").recipe
+    calibrated = _out(apply(recipe, copy.deepcopy(tiny), cache_dir=tmp_path))
+    (entry,) = (tmp_path / "calibration").glob("*.pt")
+    whole = entry.read_bytes()
+    entry.write_bytes(whole[: len(whole) // 3])  # an interrupted write
+    assert torch.equal(_out(apply(recipe, copy.deepcopy(tiny), cache_dir=tmp_path)), calibrated)
+    assert entry.read_bytes() == whole
+
+
+def test_other_weights_or_recipes_get_their_own_entry(tiny: torch.nn.Module, tmp_path: Path) -> None:
+    apply(get_precision("fp8").recipe, copy.deepcopy(tiny), cache_dir=tmp_path)
+    apply(get_precision("int8").recipe, copy.deepcopy(tiny), cache_dir=tmp_path)
+    apply(get_precision("fp8").recipe, build_model("vit_tiny", seed=3), cache_dir=tmp_path)
+    assert len(list((tmp_path / "calibration").glob("*.pt"))) == 3
+
+
+def test_an_entry_that_does_not_fit_says_how_to_remove_it(tiny: torch.nn.Module, tmp_path: Path) -> None:
+    apply(get_precision("fp8-attn").recipe, copy.deepcopy(tiny), cache_dir=tmp_path)
+    (attn,) = (tmp_path / "calibration").glob("*.pt")
+    apply(get_precision("fp8").recipe, copy.deepcopy(tiny), cache_dir=tmp_path)
+    (fp8,) = set((tmp_path / "calibration").glob("*.pt")) - {attn}
+    fp8.write_bytes(attn.read_bytes())  # another recipe's state under this key
+    with pytest.raises(VitperfError, match=r"does not fit this model .*; remove it to calibrate again: rm "):
+        apply(get_precision("fp8").recipe, copy.deepcopy(tiny), cache_dir=tmp_path)
