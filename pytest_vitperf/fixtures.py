@@ -21,6 +21,7 @@ from pytest_vitperf.session import Verdict, VitperfSession
 if TYPE_CHECKING:
     import torch
 
+    from pytest_vitperf.accuracy import OutputError
     from pytest_vitperf.backends import Engine
     from pytest_vitperf.clocks import ClockReading
 
@@ -52,17 +53,32 @@ def vit_model() -> Callable[..., torch.nn.Module]:
     return build_model
 
 
-def check_finite(engine: Engine) -> None:
+def check_output(engine: Engine, reference: torch.Tensor | None = None) -> OutputError | None:
+    """Refuse an engine whose output is not finite, or (given the FP32 model's output on the same input) further
+    from FP32 than its precision's bound; return that distance."""
     import torch
 
+    from pytest_vitperf.accuracy import accuracy_failure, output_error
+
     out = engine.output()
+    what = f"{engine.model_name} {engine.precision} batch {engine.batch} on {engine.backend}"
     bad = int((~torch.isfinite(out)).sum())
     if bad:
         raise VitperfError(
-            f"{engine.model_name} {engine.precision} batch {engine.batch} on {engine.backend} produced "
-            f"{bad} non-finite outputs of {out.numel()}; timing it would be meaningless. "
+            f"{what} produced {bad} non-finite outputs of {out.numel()}; timing it would be meaningless. "
             f"Check the precision recipe, or compare with: --vitperf-precisions fp32,{engine.precision}"
         )
+    if reference is None:
+        return None
+    err = output_error(reference, out)
+    why = accuracy_failure(engine.precision, err)
+    if why is not None:
+        compare = ",".join(dict.fromkeys(("fp32", "fp16", engine.precision)))
+        raise VitperfError(
+            f"{what}: {why}; a fast engine that computes something else is not a speedup. Check the recipe and "
+            f"its calibration, or compare with: --vitperf-precisions {compare}"
+        )
+    return err
 
 
 def _model_name(request: pytest.FixtureRequest, session: VitperfSession, model: str | None) -> str:
@@ -89,7 +105,7 @@ def engine(vitperf_session: VitperfSession, request: pytest.FixtureRequest) -> C
             pytest.skip(reason)
         try:
             built = vitperf_session.engine(model, name, batch)
-            check_finite(built)
+            vitperf_session.record_output_error(built, check_output(built, vitperf_session.reference(built)))
         except VitperfError as exc:
             pytest.fail(str(exc), pytrace=False)
         return built

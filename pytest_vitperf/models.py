@@ -22,6 +22,7 @@ MODEL_NAMES = (
 )
 _ALIASES = {name.split("_patch")[0]: name for name in MODEL_NAMES}  # "vit_base" -> full name
 SEED = 0
+INPUT_SEED = 1234  # the fixed input every engine is timed on and checked against FP32 with
 # The quantization-friendly ViT-B of the attention-shape rules: 256 px / patch 16 = 256 tokens, no class
 # token (global average pooling), head dim 64, attention as 3D batched matmuls. Built on timm options.
 QF_VIT = "vit_qf_base_patch16_256"
@@ -117,6 +118,14 @@ def _load_state_dict(path: Path) -> dict[str, Any]:
     if not isinstance(state, dict):
         raise ValueError(f"weights file {path} does not hold a state dict")
     return state
+
+
+def fixed_input(shape: tuple[int, ...]) -> torch.Tensor:
+    """The input every engine runs (FP32, on the host): normal samples from INPUT_SEED, the same for every backend,
+    so that an engine's output can be compared with the FP32 model's on it."""
+    import torch
+
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(INPUT_SEED))
 
 
 def input_size(model: torch.nn.Module) -> tuple[int, int, int]:

@@ -25,6 +25,7 @@ COLUMNS = (
     "CoV",
     "SM MHz",
     "img/s",
+    "cos vs fp32",
     "vs fp16",
     "clock ratio",
     "cycles vs fp16",
@@ -86,6 +87,8 @@ def _summary_row(m: Measurement, ref: Measurement | None, verdict: Verdict | Non
     c = clock_comparison(ref, m) if ref is not None else None
     clock, cycles = ("-", "-") if c is None else (f"{c.clock_ratio:.2f}x", f"{c.cycle_speedup:.2f}x")
     sm = "-" if m.sm_mhz is None else f"{m.sm_mhz:.0f}"
+    err = s.options.get("output_error")
+    cos = "-" if not err else f"{err['cosine']:.5f}"
     return [
         s.model,
         s.precision,
@@ -98,6 +101,7 @@ def _summary_row(m: Measurement, ref: Measurement | None, verdict: Verdict | Non
         f"{m.cov:.1%}",
         sm,
         f"{m.images_per_s:.1f}",
+        cos,
         vs,
         clock,
         cycles,

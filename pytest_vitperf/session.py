@@ -18,6 +18,9 @@ from pytest_vitperf.plan import PlanRecord
 from pytest_vitperf.precision import PRECISIONS, unsupported_reason
 
 if TYPE_CHECKING:
+    import torch
+
+    from pytest_vitperf.accuracy import OutputError
     from pytest_vitperf.backends import Backend, Engine
     from pytest_vitperf.baselines.store import JsonDirStorage
     from pytest_vitperf.env import Device
@@ -51,6 +54,8 @@ class VitperfSession:
         self._engines: dict[tuple[str, str, int], Engine] = {}
         self._models: dict[str, Any] = {}
         self._prepare_s: dict[tuple[str, str, int], float] = {}  # model build + backend prepare (compile included)
+        self._references: dict[tuple[str, int], torch.Tensor] = {}  # (model, batch) -> FP32 output, on the host
+        self._output_errors: dict[tuple[str, str, int], OutputError] = {}
         self._floors: dict[Path, FloorsFile | None] = {}
 
     # -- where we run ---------------------------------------------------------------------------
@@ -145,7 +150,26 @@ class VitperfSession:
             self._prepare_s[key] = round(time.perf_counter() - start, 1)
         return self._engines[key]
 
+    def reference(self, engine: Engine) -> torch.Tensor:
+        """The FP32 model's output on the engine's fixed input (eager, on this device), once per (model, batch)."""
+        key = (engine.model_name, engine.batch)
+        if key not in self._references:
+            import torch
+
+            from pytest_vitperf.models import fixed_input, input_size
+
+            dev = torch.device(self.device.torch_device)
+            model = copy.deepcopy(self._models[engine.model_name]).to(dev).float().eval()
+            with torch.inference_mode():
+                self._references[key] = model(fixed_input((engine.batch, *input_size(model))).to(dev)).float().cpu()
+        return self._references[key]
+
+    def record_output_error(self, engine: Engine, err: OutputError | None) -> None:
+        if err is not None:
+            self._output_errors[(engine.model_name, engine.precision, engine.batch)] = err
+
     def spec(self, engine: Engine) -> Spec:
+        key = (engine.model_name, engine.precision, engine.batch)
         return Spec(
             model=engine.model_name,
             precision=engine.precision,
@@ -158,7 +182,8 @@ class VitperfSession:
             options={
                 **self.timing(),
                 **engine.describe(),
-                "prepare_s": self._prepare_s.get((engine.model_name, engine.precision, engine.batch)),
+                "prepare_s": self._prepare_s.get(key),
+                **({"output_error": self._output_errors[key].to_dict()} if key in self._output_errors else {}),
             },
         )
 

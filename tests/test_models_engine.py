@@ -10,7 +10,7 @@ import torch
 from pytest_vitperf.backends import VitperfError
 from pytest_vitperf.backends.torch import TorchBackend
 from pytest_vitperf.env import Device
-from pytest_vitperf.fixtures import check_finite
+from pytest_vitperf.fixtures import check_output
 from pytest_vitperf.models import build_model, input_size
 from pytest_vitperf.options import Settings
 
@@ -71,7 +71,7 @@ def test_cpu_engine_runs_the_batch_in_its_dtype() -> None:
     out = engine.output()
     assert out.shape == (3, 1000) and out.dtype == torch.float32
     assert engine.describe()["dtype"] == "bfloat16" and engine.describe()["mode"] == "eager"
-    check_finite(engine)
+    check_output(engine)
 
 
 def test_nan_outputs_are_refused_with_the_reason() -> None:
@@ -79,7 +79,20 @@ def test_nan_outputs_are_refused_with_the_reason() -> None:
     with torch.no_grad():
         model.head.weight.fill_(float("nan"))
     with pytest.raises(VitperfError, match=r"produced 2000 non-finite outputs of 2000.*--vitperf-precisions fp32,fp32"):
-        check_finite(prepare(model))
+        check_output(prepare(model))
+
+
+def test_an_output_far_from_fp32_fails_with_the_numbers() -> None:
+    """The bound is the precision's registry entry: FP16 must stay within cosine 0.9999 of the FP32 model."""
+    engine = prepare(build_model("vit_tiny"), "fp16", batch=2)
+    with torch.inference_mode():
+        same = build_model("vit_tiny")(engine.inputs.float())
+        other = build_model("vit_tiny", seed=1)(engine.inputs.float())  # another model: what a broken engine computes
+    err = check_output(engine, same)
+    assert err is not None and err.cosine > 0.9999 and 0 < err.max_abs < 0.01 and err.vs == "fp32"
+    with pytest.raises(VitperfError, match=r"output cosine -?0\.\d+ vs fp32 is below fp16's bound 0\.9999 "
+                       r"\(max-abs error .*, relative L2 .*\).*--vitperf-precisions fp32,fp16$"):  # fmt: skip
+        check_output(engine, other)
 
 
 def test_torch_backend_refuses_precisions_it_does_not_build() -> None:

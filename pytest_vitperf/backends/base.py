@@ -18,7 +18,9 @@ if TYPE_CHECKING:
 
 
 class Engine(Protocol):
-    """A model prepared for one precision and batch size, with its input resident on the device."""
+    """A model prepared for one precision and batch size, with its input resident on the device. The input is
+    `models.fixed_input((batch, C, H, W))`, cast as the engine needs: its output is checked against the FP32 model's
+    on that same input (accuracy.py)."""
 
     backend: str
     model_name: str

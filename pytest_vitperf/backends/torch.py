@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_vitperf.env import version_of
 from pytest_vitperf.errors import VitperfError
-from pytest_vitperf.models import input_size
+from pytest_vitperf.models import fixed_input, input_size
 from pytest_vitperf.precision import builtin_backend_reason, get_precision
 from pytest_vitperf.timing import Clock, PerfCounterClock, TorchCudaEventClock
 
@@ -36,7 +36,6 @@ if TYPE_CHECKING:
 # FP16, as in the FP16 reference and the TensorRT export.
 _DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "fp8": "float16", "int8": "float16"}
 _REAL_QUANT = ("fp8", "int8")
-INPUT_SEED = 1234
 # Inductor's own CUDA graphs would hide inside our replay; we capture the graph ourselves.
 _COMPILE_MODES = {"default": None, "max-autotune": "max-autotune-no-cudagraphs"}
 
@@ -177,8 +176,7 @@ class TorchBackend:
         dtype = getattr(torch, _DTYPES[p.weights])
         dev = torch.device(device.torch_device)
         compile_mode = resolve_compile(settings.compile, device)
-        gen = torch.Generator().manual_seed(INPUT_SEED)
-        x = torch.randn(batch, *input_size(model), generator=gen).to(dev, dtype)
+        x = fixed_input((batch, *input_size(model))).to(dev, dtype)
         parameters = sum(p.numel() for p in model.parameters())  # before FP8/INT8 weights become buffers
         quantized = None
         if p.recipe.sparse24 or (p.weights in _REAL_QUANT and p.recipe.config is not None):
