@@ -151,17 +151,17 @@ class VitperfSession:
         return self._engines[key]
 
     def reference(self, engine: Engine) -> torch.Tensor:
-        """The FP32 model's output on the engine's fixed input (eager, on this device), once per (model, batch)."""
+        """The FP32 model's output on the engine's fixed input, once per (model, batch). Computed eagerly on the CPU:
+        there FP32 is FP32 (a GPU would run the patch-embedding convolution in TF32 by default)."""
         key = (engine.model_name, engine.batch)
         if key not in self._references:
             import torch
 
             from pytest_vitperf.models import fixed_input, input_size
 
-            dev = torch.device(self.device.torch_device)
-            model = copy.deepcopy(self._models[engine.model_name]).to(dev).float().eval()
+            model = self._models[engine.model_name]
             with torch.inference_mode():
-                self._references[key] = model(fixed_input((engine.batch, *input_size(model))).to(dev)).float().cpu()
+                self._references[key] = model(fixed_input((engine.batch, *input_size(model)))).float()
         return self._references[key]
 
     def record_output_error(self, engine: Engine, err: OutputError | None) -> None:
