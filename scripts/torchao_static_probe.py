@@ -48,9 +48,9 @@ def torchao_static(model: torch.nn.Module, cache_dir: Path | None) -> tuple[torc
                 scales[name] = float(xq.amax.float().max()) / E4M3_MAX
     out = copy.deepcopy(model).cuda().half().eval()
     for name, scale in scales.items():
-        config = Float8StaticActivationFloat8WeightConfig(
-            act_quant_scale=torch.tensor([scale], device="cuda"), granularity=PerTensor()
-        )
+        # One scale element per dimension of the Linear's [batch, tokens, features] input: torchao checks the rank.
+        act_scale = torch.full((1, 1, 1), scale, device="cuda")
+        config = Float8StaticActivationFloat8WeightConfig(act_quant_scale=act_scale, granularity=PerTensor())
         quantize_(out, config, filter_fn=lambda _m, fqn, target=name: fqn == target)
     return out, len(scales)
 
