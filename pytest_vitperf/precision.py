@@ -130,6 +130,7 @@ _TABLE: list[Precision] = [
         "INT8 SmoothQuant",
         # Per-channel smoothing scales move activation outliers into the weights.
         Recipe("INT8_SMOOTHQUANT_CFG"),
+        backends=ALL_BACKENDS,
     ),
     _FP8,
     # FP8 Q/DQ before both attention batched matmuls and on the softmax output: the pattern TensorRT needs to

@@ -12,6 +12,7 @@ the only source of scales. What runs is this module's, because Model Optimizer's
 |---|---|---|---|
 | fp8 | E4M3 per tensor (FP8_DEFAULT_CFG) | E4M3 per tensor, static | `torch._scaled_mm`, fast accumulation |
 | int8 | INT8 per channel (INT8_DEFAULT_CFG) | INT8 per tensor, static | `torch._int_mm`, scales applied after |
+| int8-smoothquant | INT8 per channel, rescaled (INT8_SMOOTHQUANT_CFG) | INT8 per tensor, static, pre-scaled | as int8 |
 | fp16-sparse24 | FP16, 2:4 magnitude mask (`mts.sparsify`), compressed | FP16 | `_cslt_sparse_mm` (cuSPARSELt) |
 
 Everything else (attention, norms, the patch-embedding convolution) stays in the model's FP16. A Linear whose
@@ -79,9 +80,16 @@ def fp8_linear(weight: torch.Tensor, bias: torch.Tensor | None, w_amax: float, x
 
 
 def int8_linear(
-    weight: torch.Tensor, bias: torch.Tensor | None, w_amax: torch.Tensor, x_amax: float
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    w_amax: torch.Tensor,
+    x_amax: float,
+    pre_scale: torch.Tensor | None = None,
 ) -> torch.nn.Module:
-    """An INT8 Linear: per-output-channel weight scales and a static per-tensor activation scale."""
+    """An INT8 Linear: per-output-channel weight scales and a static per-tensor activation scale. With SmoothQuant's
+    per-input-channel `pre_scale` the activation is multiplied by it before quantizing (the weight already holds the
+    inverse): compiled, Inductor fuses that multiply into the quantize, which it fuses into the kernel that produces
+    the activation, so the pre-scale costs what folding it into the previous op would (nothing)."""
     import torch
 
     class Int8Linear(_linear_base()):  # type: ignore[misc]
@@ -95,9 +103,12 @@ def int8_linear(
             self.register_buffer("bias", None if bias is None else bias.detach().float())
             self.register_buffer("out_scale", (w_scale * x_scale).to(weight.device))  # [N]
             self.register_buffer("x_scale", torch.tensor(x_scale, dtype=torch.float32, device=weight.device))
+            pre = None if pre_scale is None else pre_scale.detach().float().reshape(-1).to(weight.device)
+            self.register_buffer("pre_scale", pre)  # [K] or None
 
         def gemm(self, x: torch.Tensor) -> torch.Tensor:
-            xq = torch.round(x.float() / self.x_scale).clamp(-INT8_MAX, INT8_MAX).to(torch.int8)
+            xf = x.float() if self.pre_scale is None else x.float() * self.pre_scale
+            xq = torch.round(xf / self.x_scale).clamp(-INT8_MAX, INT8_MAX).to(torch.int8)
             rows = xq.shape[0]
             if rows <= 16:  # _int_mm wants more than 16 rows (the head at batch 1 has one): pad with zeros
                 xq = torch.nn.functional.pad(xq, (0, 0, 0, 17 - rows))
@@ -186,10 +197,14 @@ def convert(model: torch.nn.Module, precision: str, dtype: torch.dtype) -> Conve
         weight = module.weight.detach().to(dtype)
         bias = module.bias.detach().to(dtype) if module.bias is not None else None
         x_amax = float(xq.amax.float().max())
+        pre_scale = getattr(xq, "pre_quant_scale", None)  # SmoothQuant's, applied before the quantizer's amax
         if precision == "fp8":
+            if pre_scale is not None:
+                done.kept[name] = "a pre-quantization scale, which the FP8 Linear does not apply"
+                continue
             new = fp8_linear(weight, bias, float(wq.amax.float().max()), x_amax)
         else:
-            new = int8_linear(weight, bias, wq.amax.detach().expand(n, 1), x_amax)
+            new = int8_linear(weight, bias, wq.amax.detach().expand(n, 1), x_amax, pre_scale)
         replacements[name] = new
     _to_plain_torch(model)
     model.to(dtype)  # before the swap: `.to(dtype)` would cast the FP8 weights and FP32 scales too

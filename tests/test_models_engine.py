@@ -136,3 +136,26 @@ def test_fp8_and_int8_run_real_gemms_with_calibrated_static_scales(precision: st
     cosine = torch.nn.functional.cosine_similarity(out.flatten(), reference.flatten(), dim=0)
     assert cosine > 0.99, f"{precision}: output cosine {cosine:.4f} against FP32"
     assert not torch.equal(out, fp16.output())  # quantized, not the FP16 path
+
+
+def test_smoothquant_runs_its_pre_scales_on_the_int8_gemms() -> None:
+    """int8-smoothquant on the torch backend: Model Optimizer's SmoothQuant calibration (per-channel pre-scales, the
+    weights rescaled by their inverse), executed by real INT8 Linears that apply the pre-scales. Their output follows
+    Model Optimizer's own fake-quantized model; without the pre-scales it would not (the weights hold the inverse)."""
+    from pytest_vitperf.numerics import cosine
+    from pytest_vitperf.precision import get_precision
+    from pytest_vitperf.recipes import apply
+
+    engine = prepare(build_model("vit_tiny"), "int8-smoothquant", batch=2)
+    assert engine.describe()["quantization"].startswith("49 Linears in int8"), engine.describe()["quantization"]
+    scales = [m.pre_scale for m in engine.model.modules() if getattr(m, "pre_scale", None) is not None]
+    assert len(scales) == 49 and any(not torch.allclose(s, torch.ones_like(s)) for s in scales)
+    fake = apply(get_precision("int8-smoothquant").recipe, build_model("vit_tiny"))
+    with torch.inference_mode():
+        expected = fake(engine.inputs.float())
+    out = engine.output()
+    assert cosine(expected, out) > 0.999
+    for m in engine.model.modules():  # the same engine without its pre-scales computes something else
+        if getattr(m, "pre_scale", None) is not None:
+            m.pre_scale = None
+    assert cosine(expected, engine.output()) < 0.99
