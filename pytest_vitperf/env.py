@@ -6,14 +6,34 @@ they key baselines and floors: a number means nothing without them.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import platform
 import re
 import shutil
 import subprocess
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from functools import cache
 from importlib import metadata
 from typing import Any
+
+
+@contextlib.contextmanager
+def environ(name: str, value: str | None) -> Iterator[None]:
+    """`name` set to `value` in the environment for the block (unchanged when `value` is None), then restored:
+    compilers that read their cache location only from the environment (Inductor, torch's C++ extension builder)."""
+    old = os.environ.get(name)
+    if value is not None:
+        os.environ[name] = value
+    try:
+        yield
+    finally:
+        if value is not None:
+            if old is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = old
 
 
 def slug(text: str) -> str:

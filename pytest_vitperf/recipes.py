@@ -29,6 +29,7 @@ calibrations (`CalibrationCache`), which the torch backend and the export share.
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
 import functools
 import hashlib
@@ -134,6 +135,15 @@ def to_bmm_attention(model: torch.nn.Module) -> torch.nn.Module:
     return model
 
 
+def model_optimizer_extensions(cache_dir: Path | None) -> contextlib.AbstractContextManager[None]:
+    """Model Optimizer builds its CUDA fake-quantization extensions on first use with torch's C++ extension builder:
+    57 s, 62 s and over 80 s for the three of them on an H100 machine (docs/benchmarks.md). With a cache folder they
+    are built there, and kept with the other compiled artifacts, instead of under the home directory."""
+    from pytest_vitperf.env import environ
+
+    return environ("TORCH_EXTENSIONS_DIR", str(cache_dir / "torch_extensions") if cache_dir is not None else None)
+
+
 def apply(
     recipe: Recipe,
     model: torch.nn.Module,
@@ -174,7 +184,8 @@ def apply(
                 for b in batches:
                     m(b.to(device))
 
-        model = mtq.quantize(model, quant_config(recipe), forward_loop)
+        with model_optimizer_extensions(cache_dir):
+            model = mtq.quantize(model, quant_config(recipe), forward_loop)
     if cache is not None:
         cache.save(model, before)
     return model.eval()
@@ -312,7 +323,7 @@ def export_onnx(
     from pytest_vitperf.cpu_quant import cpu_block_quant
 
     example = torch.randn(*shape, generator=torch.Generator().manual_seed(1)).to(next(model.parameters()).device)
-    with cpu_block_quant():
+    with cpu_block_quant(), model_optimizer_extensions(cache_dir):
         applied = apply(p.recipe, copy.deepcopy(model), calibration, cache_dir=cache_dir)
         data = export(p, applied, example).SerializeToString()
     if path is not None:

@@ -72,3 +72,27 @@ def test_an_entry_that_does_not_fit_says_how_to_remove_it(tiny: torch.nn.Module,
     fp8.write_bytes(attn.read_bytes())  # another recipe's state under this key
     with pytest.raises(VitperfError, match=r"does not fit this model .*; remove it to calibrate again: rm "):
         apply(get_precision("fp8").recipe, copy.deepcopy(tiny), cache_dir=tmp_path)
+
+
+def test_model_optimizer_builds_its_extensions_in_the_cache_folder(
+    tiny: torch.nn.Module, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its CUDA extensions are built (about a minute each) where TORCH_EXTENSIONS_DIR says when quantize first runs:
+    under the cache folder while a recipe is applied, the environment as it was afterwards."""
+    import os
+
+    import modelopt.torch.quantization as mtq
+
+    seen = []
+    real = mtq.quantize
+
+    def record(*args: object, **kwargs: object) -> object:
+        seen.append(os.environ.get("TORCH_EXTENSIONS_DIR"))
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(mtq, "quantize", record)
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", "/elsewhere")
+    apply(get_precision("fp8").recipe, copy.deepcopy(tiny), cache_dir=tmp_path)
+    apply(get_precision("int8").recipe, copy.deepcopy(tiny))
+    assert seen == [str(tmp_path / "torch_extensions"), "/elsewhere"]
+    assert os.environ["TORCH_EXTENSIONS_DIR"] == "/elsewhere"

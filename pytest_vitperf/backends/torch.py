@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pytest_vitperf.env import version_of
+from pytest_vitperf.env import environ, version_of
 from pytest_vitperf.errors import VitperfError
 from pytest_vitperf.models import fixed_input, input_size
 from pytest_vitperf.precision import builtin_backend_reason, get_precision
@@ -103,20 +102,10 @@ def _recompile_budget() -> contextlib.AbstractContextManager[object]:
 @contextlib.contextmanager
 def _compiling(settings: Settings) -> Iterator[None]:
     """While an engine compiles: dynamo's raised recompile limit and, with --vitperf-cache-dir, Inductor's cache
-    there (compiled kernels kept across runs instead of recompiled: minutes for max-autotune). Inductor reads its
-    cache location only from the environment, so the variable is set for the compile and restored after it."""
-    key = "TORCHINDUCTOR_CACHE_DIR"
-    old = os.environ.get(key)
-    if settings.cache_dir is not None:
-        os.environ[key] = str(settings.cache_dir / "inductor")
-    try:
-        with _recompile_budget():
-            yield
-    finally:
-        if old is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = old
+    there (compiled kernels kept across runs instead of recompiled: minutes for max-autotune)."""
+    inductor = str(settings.cache_dir / "inductor") if settings.cache_dir is not None else None
+    with environ("TORCHINDUCTOR_CACHE_DIR", inductor), _recompile_budget():
+        yield
 
 
 def _nbytes(t: torch.Tensor) -> int:
