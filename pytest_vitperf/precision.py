@@ -131,6 +131,9 @@ _TABLE: list[Precision] = [
         # Per-channel smoothing scales move activation outliers into the weights.
         Recipe("INT8_SMOOTHQUANT_CFG"),
         backends=ALL_BACKENDS,
+        # Random weights have no activation outliers to smooth: it measured 0.988 (b64) and 0.991 (b1) on an H100,
+        # below plain INT8's 0.9987, and follows Model Optimizer's own fake quantization (tests/test_models_engine).
+        min_cosine=0.98,
     ),
     _FP8,
     # FP8 Q/DQ before both attention batched matmuls and on the softmax output: the pattern TensorRT needs to
