@@ -1,8 +1,8 @@
 """How far an engine's output is from the FP32 model's on the same fixed input.
 
 A fast engine that computes the wrong thing must not pass: every engine's output is compared with the FP32
-model's (eager, on the same device) and each precision's registry entry holds the least cosine it must reach.
-The metrics come from numerics.bounds (float64 numpy).
+model's (eager, on the CPU, where FP32 is not TF32), and each precision's registry entry holds the least cosine it
+must reach. The metrics come from numerics.bounds (float64 numpy).
 """
 
 from __future__ import annotations
