@@ -164,6 +164,9 @@ class VitperfSession:
                 self._references[key] = model(fixed_input((engine.batch, *input_size(model)))).float()
         return self._references[key]
 
+    def output_checked(self, engine: Engine) -> bool:
+        return (engine.model_name, engine.precision, engine.batch) in self._output_errors
+
     def record_output_error(self, engine: Engine, err: OutputError | None) -> None:
         if err is not None:
             self._output_errors[(engine.model_name, engine.precision, engine.batch)] = err
