@@ -21,9 +21,10 @@ from pytest_vitperf.session import Verdict, VitperfSession
 if TYPE_CHECKING:
     import torch
 
-    from pytest_vitperf.accuracy import OutputError
+    from pytest_vitperf.accuracy import OutputError, TaskAccuracy
     from pytest_vitperf.backends import Engine
     from pytest_vitperf.clocks import ClockReading
+    from pytest_vitperf.precision import TaskBound
 
 SESSION_KEY = pytest.StashKey[VitperfSession]()
 
@@ -112,6 +113,122 @@ def engine(vitperf_session: VitperfSession, request: pytest.FixtureRequest) -> C
         return built
 
     return make
+
+
+ENGINE, FAKE_QUANT = "engine", "fake-quant"
+
+
+@pytest.fixture
+def digits_accuracy(vitperf_session: VitperfSession, request: pytest.FixtureRequest) -> Callable[..., TaskAccuracy]:
+    """`digits_accuracy(precision, via="engine")` -> TaskAccuracy of `precision` on the trained digits ViT's test
+    split (digits.py), against its FP32 model, recorded for the summary.
+    - `via="engine"`: an engine of the selected backend, built for the whole split; skips, with the reason, where the
+      backend cannot build the precision here.
+    - `via="fake-quant"`: Model Optimizer's fake quantization of the precision's recipe, calibrated on training
+      images, run on the CPU (block formats through cpu_quant); skips a precision without a quantization recipe.
+    Logits with NaN or Inf fail the test, naming the first module that produced them where that can be told."""
+    import torch
+
+    from pytest_vitperf.accuracy import task_accuracy
+    from pytest_vitperf.digits import load_split
+    from pytest_vitperf.models import DIGITS_MODEL
+
+    def measure(precision: str, via: str = ENGINE) -> TaskAccuracy:
+        name = get_precision(precision).name
+        split = load_split()
+        model = vitperf_session.model(DIGITS_MODEL)
+        try:
+            if via == ENGINE:
+                logits, module, how = _engine_logits(vitperf_session, name, split.x_test)
+            elif via == FAKE_QUANT:
+                logits, module, how = _fake_quant_logits(vitperf_session, name, model, split.x_test)
+            else:
+                raise ValueError(f"via must be {ENGINE!r} or {FAKE_QUANT!r}, not {via!r}")
+        except VitperfError as exc:
+            pytest.fail(str(exc), pytrace=False)
+        if not torch.isfinite(logits).all():
+            _fail_nonfinite(name, how, logits, module, split.x_test)
+        with torch.inference_mode():
+            reference = model(split.x_test)
+        acc = task_accuracy(name, how, logits, reference, split.y_test)
+        vitperf_session.accuracies.append(acc)
+        request.node.user_properties.append(("accuracy", acc.to_dict()))
+        return acc
+
+    return measure
+
+
+def _engine_logits(session: VitperfSession, precision: str, x: torch.Tensor) -> tuple[torch.Tensor, Any, str]:
+    from pytest_vitperf.models import DIGITS_MODEL
+
+    reason = session.skip_reason(precision)
+    if reason is not None:
+        pytest.skip(reason)
+    engine = session.engine(DIGITS_MODEL, precision, len(x))
+    module = getattr(engine, "model", None)
+    module = getattr(module, "_orig_mod", module)  # torch.compile's wrapper: hooks go on the module it runs
+    return engine.run(x), module, f"{engine.backend} engine ({session.device.kind})"
+
+
+def _fake_quant_logits(
+    session: VitperfSession, precision: str, model: torch.nn.Module, x: torch.Tensor
+) -> tuple[torch.Tensor, Any, str]:
+    import copy
+
+    import torch
+
+    from pytest_vitperf.cpu_quant import cpu_block_quant
+    from pytest_vitperf.recipes import apply
+
+    recipe = get_precision(precision).recipe
+    if recipe.config is None and not recipe.sparse24:
+        pytest.skip(f"{precision} has no Model Optimizer recipe to fake-quantize: its engine is its measurement")
+    with cpu_block_quant():
+        quantized = apply(recipe, copy.deepcopy(model).float(), cache_dir=session.settings.cache_dir)
+        with torch.inference_mode():
+            return quantized(x), quantized, "Model Optimizer fake quant (cpu)"
+
+
+def _fail_nonfinite(precision: str, how: str, logits: torch.Tensor, module: Any, x: torch.Tensor) -> None:
+    import torch
+
+    from pytest_vitperf.accuracy import first_nonfinite
+
+    bad = int((~torch.isfinite(logits)).sum())
+    where = "the backend cannot tell which layer"
+    if isinstance(module, torch.nn.Module):
+        from pytest_vitperf.cpu_quant import cpu_block_quant
+
+        with cpu_block_quant():
+            first = first_nonfinite(module, x.to(next(module.parameters()).device))
+        where = f"first module with NaN/Inf: {first}" if first else "no module's output had NaN/Inf when run again"
+    pytest.fail(
+        f"{precision} ({how}) gave {bad} non-finite logits of {logits.numel()} on the digits test split; {where}. "
+        f"Compare with FP32: pytest --gpu-bench suites/test_accuracy.py --vitperf-precisions fp32,{precision}",
+        pytrace=False,
+    )
+
+
+@pytest.fixture
+def accuracy_bound(vitperf_session: VitperfSession, request: pytest.FixtureRequest) -> Callable[[str], TaskBound]:
+    """`accuracy_bound(precision)` -> the TaskBound the accuracy suite holds it to: the registry's entry, then the
+    test's `vitperf_accuracy(...)` marker, then --vitperf-accuracy-bound (the command line has the last word)."""
+    from dataclasses import asdict
+
+    from pytest_vitperf.precision import TaskBound
+
+    def bound(precision: str) -> TaskBound:
+        marker = request.node.get_closest_marker("vitperf_accuracy")
+        over = {**(marker.kwargs if marker else {}), **(vitperf_session.settings.accuracy_bound or {})}
+        valid = asdict(TaskBound())
+        unknown = sorted(set(over) - set(valid))
+        if unknown:
+            pytest.fail(
+                f"vitperf_accuracy: unknown bound {', '.join(unknown)}; valid: {', '.join(valid)}", pytrace=False
+            )
+        return replace(get_precision(precision).task, **over)
+
+    return bound
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ MODEL_NAMES = (
     "vit_base_patch16_224",
     "vit_large_patch16_224",
     "vit_qf_base_patch16_256",
+    "vit_digits_patch4_32",
 )
 _ALIASES = {name.split("_patch")[0]: name for name in MODEL_NAMES}  # "vit_base" -> full name
 SEED = 0
@@ -35,6 +36,27 @@ QF_VIT_CONFIG: dict[str, Any] = {
     "class_token": False,
     "global_pool": "avg",
 }
+
+# The ViT trained on scikit-learn's digits (digits.py), built on the same rules: 32 px / patch 4 = 64 tokens, one
+# channel, no class token, head dim 32, attention as 3D bmm. Built by name, it has random weights; the session and
+# the accuracy suite use its trained weights.
+DIGITS_MODEL = "vit_digits_patch4_32"
+DIGITS_CONFIG: dict[str, Any] = {
+    "img_size": 32,
+    "patch_size": 4,
+    "in_chans": 1,
+    "embed_dim": 64,
+    "depth": 2,
+    "num_heads": 2,
+    "mlp_ratio": 4.0,
+    "num_classes": 10,
+    "class_token": False,
+    "global_pool": "avg",
+}
+
+# A model may carry the data it is calibrated on under this attribute (the trained digits ViT: training images);
+# recipes.apply calibrates every other model on synthetic inputs.
+CALIBRATION_ATTR = "vitperf_calibration"
 
 
 def canonical_model_name(name: str) -> str | None:
@@ -54,8 +76,8 @@ def build_model(name: str, *, weights: str | Path | None = None, seed: int = SEE
     import torch
 
     torch.manual_seed(seed)
-    if canonical == QF_VIT:
-        model = build_vit(seed, bmm=True, **{**QF_VIT_CONFIG, **cfg})
+    if canonical in (QF_VIT, DIGITS_MODEL):
+        model = build_vit(seed, bmm=True, **{**(QF_VIT_CONFIG if canonical == QF_VIT else DIGITS_CONFIG), **cfg})
     else:
         model = timm.create_model(canonical, pretrained=False, **cfg)
     if weights is not None:
@@ -129,11 +151,13 @@ def fixed_input(shape: tuple[int, ...]) -> torch.Tensor:
 
 
 def input_size(model: torch.nn.Module) -> tuple[int, int, int]:
-    """(channels, height, width) the model expects, read from timm's pretrained config."""
+    """(channels, height, width) the model expects: from its patch embedding where it has one, else from timm's
+    pretrained config."""
     cfg = getattr(model, "pretrained_cfg", None) or {}
     size = cfg.get("input_size", (3, 224, 224))
     patch_embed = getattr(model, "patch_embed", None)
     img = getattr(patch_embed, "img_size", None)
+    channels = getattr(getattr(patch_embed, "proj", None), "in_channels", size[0])
     if img is not None:
-        size = (size[0], int(img[0]), int(img[1]))
+        size = (channels, int(img[0]), int(img[1]))
     return (int(size[0]), int(size[1]), int(size[2]))

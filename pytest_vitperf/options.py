@@ -38,6 +38,7 @@ BASELINE_DIR = "--vitperf-baseline-dir"
 THRESHOLD = "--vitperf-regression-threshold"
 NOISE = "--vitperf-noise-threshold"
 MAX_NOISE = "--vitperf-max-noise"
+ACCURACY_BOUND = "--vitperf-accuracy-bound"
 TIMEOUT_MS = "--vitperf-timeout-ms"
 UPDATE_BASELINES = "--vitperf-update-baselines"
 STRICT = "--vitperf-strict"
@@ -121,6 +122,27 @@ def parse_threshold(value: str) -> float:
     if not 0 <= v < 10:
         raise argparse.ArgumentTypeError(f"{value!r} is not a relative change such as 0.05 or 5%")
     return v
+
+
+TASK_BOUND_KEYS = ("max_drop", "min_agreement", "min_cosine")
+
+
+def parse_task_bound(value: str) -> dict[str, float]:
+    """max_drop=2,min_cosine=0.95: the accuracy suite's bounds for every precision of the run."""
+    out: dict[str, float] = {}
+    for part in filter(None, (x.strip() for x in value.split(","))):
+        key, _, number = part.partition("=")
+        try:
+            out[key.strip()] = float(number)
+        except ValueError:
+            key = ""
+        if key.strip() not in TASK_BOUND_KEYS:
+            raise argparse.ArgumentTypeError(
+                f"{part!r} is not KEY=NUMBER, KEY one of {', '.join(TASK_BOUND_KEYS)}; e.g. max_drop=2,min_cosine=0.95"
+            )
+    if not out:
+        raise argparse.ArgumentTypeError("no bound given; e.g. max_drop=2,min_cosine=0.95")
+    return out
 
 
 def parse_path(value: str) -> str:
@@ -237,6 +259,14 @@ OPTIONS: tuple[_Option, ...] = (
         "the longest sampling time per benchmark with --vitperf-max-noise. Default: 15000.",
     ),
     _Option(
+        ACCURACY_BOUND,
+        parse_task_bound,
+        "BOUNDS",
+        "the accuracy suite's bounds for every precision of this run, over the registry's and the tests' markers: "
+        "max_drop (points of top-1), min_agreement (share of images with FP32's top-1), min_cosine (of the logits); "
+        "e.g. max_drop=2,min_cosine=0.95.",
+    ),
+    _Option(
         NOISE,
         parse_threshold,
         "REL",
@@ -323,6 +353,7 @@ class Settings:
     regression_threshold: float = 0.05
     noise_threshold: float = NOISY_COV
     max_noise: float | None = None
+    accuracy_bound: dict[str, float] | None = None
     timeout_ms: float = 15000.0
     update_baselines: bool = False
     strict: bool = False

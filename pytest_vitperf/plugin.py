@@ -13,8 +13,10 @@ import pytest
 
 from pytest_vitperf.fixtures import (  # noqa: F401  (fixtures are registered by import)
     SESSION_KEY,
+    accuracy_bound,
     assert_speedup,
     bench,
+    digits_accuracy,
     engine,
     get_session,
     speedup_floor,
@@ -40,6 +42,11 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.addinivalue_line(
         "markers", "vitperf_threshold(rel): this test's latency-regression threshold, e.g. 0.10 (pytest-vitperf)"
+    )
+    config.addinivalue_line(
+        "markers",
+        "vitperf_accuracy(max_drop=None, min_agreement=None, min_cosine=None): this test's accuracy bounds, over the "
+        "precision's registry entry (pytest-vitperf)",
     )
     config.stash[SESSION_KEY] = VitperfSession(settings_from_config(config), config)
 
@@ -128,6 +135,12 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 
         tr.write_sep("-", "vitperf plans (built ahead of time, not timed)")
         for line in plan_summary(session.plans):
+            tr.write_line(line)
+    if session.accuracies:
+        from pytest_vitperf.report import accuracy_summary
+
+        tr.write_sep("-", "vitperf accuracy (digits ViT test split, against its FP32 model)")
+        for line in accuracy_summary(session.accuracies, session.measurements.values()):
             tr.write_line(line)
     if session.outcomes or session.writes:
         from pytest_vitperf.report import baseline_summary

@@ -158,9 +158,11 @@ def apply(
     batches: list[torch.Tensor] = []
     cache = None
     if recipe.config is not None:
-        from pytest_vitperf.models import input_size
+        from pytest_vitperf.models import CALIBRATION_ATTR, input_size
 
-        batches = list(calibration) if calibration is not None else synthetic_calibration((2, *input_size(model)))
+        if calibration is None:
+            calibration = getattr(model, CALIBRATION_ATTR, None) or synthetic_calibration((2, *input_size(model)))
+        batches = list(calibration)
         if cache_dir is not None:
             cache = CalibrationCache(cache_dir / "calibration", recipe, model, batches)
             restored = cache.restore(model)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from pytest_vitperf.accuracy import TaskAccuracy
 from pytest_vitperf.baselines import gate
 from pytest_vitperf.clocks import CLOCK_SPAN_WARN, ClockComparison, compare_clocks, sm_span, unexpected_reasons
 from pytest_vitperf.floor import Verdict
@@ -221,6 +222,29 @@ def _plan_row(p: PlanRecord) -> tuple[str, ...]:
 def plan_summary(plans: Iterable[PlanRecord]) -> list[str]:
     rows = map(_plan_row, sorted(plans, key=lambda p: (p.model, p.batch, sort_key(p.precision))))
     return table(("model", "precision", "batch", "builder", "target", "MB", "build s", "cache", "coverage"), rows)
+
+
+def accuracy_summary(accuracies: Iterable[TaskAccuracy], measurements: Iterable[Measurement]) -> list[str]:
+    """Seed 003's trade-off: per precision, what it costs on the digits task and, where the same run timed it,
+    what it buys (the largest batch timed of the run's first model, against FP16 at that batch)."""
+    timed = {(m.spec.model, m.spec.precision, m.spec.batch): m for m in measurements}
+    where = min(((k[0], -k[2]) for k in timed), default=None)  # first model alphabetically, its largest batch
+
+    def speed(precision: str) -> tuple[str, str]:
+        if where is None or (where[0], precision, -where[1]) not in timed:
+            return "-", "-"
+        m = timed[(where[0], precision, -where[1])]
+        ref = timed.get((where[0], get_precision(precision).reference, -where[1]))
+        ratio = f"{ref.median / m.median:.2f}x" if ref is not None else "-"
+        return f"{m.median:.3f} ({where[0]} b{-where[1]})", ratio
+
+    rows = []
+    for a in sorted(accuracies, key=lambda a: (sort_key(a.precision), a.via)):
+        ms, ratio = speed(a.precision)
+        rows.append((a.precision, a.via, str(a.images), f"{a.top1:.2%}", f"{a.drop:+.2f}", f"{a.agreement:.2%}",
+                     f"{a.error.cosine:.5f}", f"{a.error_quantile:.4f}", ms, ratio))  # fmt: skip
+    header = ("precision", "via", "images", "top-1", "drop pts", "agreement", "cosine", "|err| p99", "ms", "vs fp16")
+    return table(header, rows)
 
 
 def measurement_notes(measurements: dict[tuple[str, str, int, str], Measurement]) -> list[str]:

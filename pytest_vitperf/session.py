@@ -20,7 +20,7 @@ from pytest_vitperf.precision import PRECISIONS, unsupported_reason
 if TYPE_CHECKING:
     import torch
 
-    from pytest_vitperf.accuracy import OutputError
+    from pytest_vitperf.accuracy import OutputError, TaskAccuracy
     from pytest_vitperf.backends import Backend, Engine
     from pytest_vitperf.baselines.store import JsonDirStorage
     from pytest_vitperf.env import Device
@@ -50,6 +50,7 @@ class VitperfSession:
         self.outcomes: list[Outcome] = []
         self.writes: list[Write] = []
         self.plans: list[PlanRecord] = []
+        self.accuracies: list[TaskAccuracy] = []
         self._measured_here: dict[tuple[str, str, int, str], str] = {}  # key -> nodeid
         self._engines: dict[tuple[str, str, int], Engine] = {}
         self._models: dict[str, Any] = {}
@@ -127,20 +128,26 @@ class VitperfSession:
             return self.backend_reason
         return unsupported_reason(precision, self.device) or self.backend.precision_reason(precision)
 
+    def model(self, model_name: str) -> torch.nn.Module:
+        """The FP32 model every engine of `model_name` is prepared from, built once (a vit_base takes seconds to
+        initialise on a CPU): random weights from the zoo's seed, trained ones for the digits ViT."""
+        if model_name not in self._models:
+            from pytest_vitperf.digits import trained_model
+            from pytest_vitperf.models import DIGITS_MODEL, build_model
+
+            model = trained_model(self.settings.cache_dir) if model_name == DIGITS_MODEL else build_model(model_name)
+            if self.config is not None:
+                hook = self.config.hook.pytest_vitperf_model_built
+                model = hook(config=self.config, name=model_name, model=model) or model
+            self._models[model_name] = model
+        return self._models[model_name]
+
     def engine(self, model_name: str, precision: str, batch: int) -> Engine:
         key = (model_name, precision, batch)
         if key not in self._engines:
-            from pytest_vitperf.models import build_model
-
             start = time.perf_counter()
-            if model_name not in self._models:  # built once: a vit_base takes seconds to initialise on a CPU
-                model = build_model(model_name)
-                if self.config is not None:
-                    hook = self.config.hook.pytest_vitperf_model_built
-                    model = hook(config=self.config, name=model_name, model=model) or model
-                self._models[model_name] = model
             self._engines[key] = self.backend.prepare(
-                copy.deepcopy(self._models[model_name]),  # a backend may cast or move what it is given
+                copy.deepcopy(self.model(model_name)),  # a backend may cast or move what it is given
                 model_name=model_name,
                 precision=precision,
                 batch=batch,
@@ -159,7 +166,7 @@ class VitperfSession:
 
             from pytest_vitperf.models import fixed_input, input_size
 
-            model = self._models[engine.model_name]
+            model = self.model(engine.model_name)
             with torch.inference_mode():
                 self._references[key] = model(fixed_input((engine.batch, *input_size(model)))).float()
         return self._references[key]
@@ -250,6 +257,7 @@ class VitperfSession:
             "outcomes": [o.to_dict() for o in self.outcomes],
             "writes": [w.to_dict() for w in self.writes],
             "plans": [p.to_dict() for p in self.plans],
+            "accuracies": [a.to_dict() for a in self.accuracies],
             "measurements": [m.to_dict() for m in self.measurements.values()],
             "verdicts": [v.to_dict() for v in self.verdicts.values()],
         }
@@ -258,6 +266,9 @@ class VitperfSession:
         self.outcomes += [Outcome.from_dict(o) for o in data.get("outcomes", [])]
         self.writes += [Write.from_dict(w) for w in data.get("writes", [])]
         self.plans += [PlanRecord(**p) for p in data.get("plans", [])]
+        from pytest_vitperf.accuracy import TaskAccuracy  # numpy: not at plugin load
+
+        self.accuracies += [TaskAccuracy.from_dict(a) for a in data.get("accuracies", [])]
         for m in data.get("measurements", []):
             self.record(Measurement.from_dict(m))
         for v in data.get("verdicts", []):

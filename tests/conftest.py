@@ -28,6 +28,8 @@ def _heavy_imports_first() -> None:
     second time: load them before any inner run (not at conftest import, which would slow `pytest --help`)."""
     import modelopt.torch.quantization  # noqa: F401
     import onnxruntime  # noqa: F401
+    import safetensors.torch  # noqa: F401
+    import sklearn.model_selection  # noqa: F401
     import timm  # noqa: F401
     import torch  # noqa: F401
     from modelopt.onnx.autocast.convert import convert_to_f16  # noqa: F401

@@ -52,6 +52,12 @@ class OrtEngine:
 
         return torch.from_numpy(self.session.run(None, self.feed)[0])
 
+    def run(self, x):
+        import torch
+
+        name = next(iter(self.feed))
+        return torch.from_numpy(self.session.run(None, {name: x.numpy()})[0])
+
     def describe(self):
         return {"backend": "onnxruntime", "provider": "CPUExecutionProvider"}
 

@@ -28,6 +28,12 @@ BAD = [
     ("--vitperf-noise-threshold=quiet", "'quiet' is not a relative change"),
     ("--vitperf-max-noise=low", "'low' is not a relative change"),
     ("--vitperf-timeout-ms=-5", "'-5' is not a number of ms >= 0"),
+    (
+        "--vitperf-accuracy-bound=max_drop",
+        "'max_drop' is not KEY=NUMBER, KEY one of max_drop, min_agreement, min_cosine",
+    ),
+    ("--vitperf-accuracy-bound=speed=2", "'speed=2' is not KEY=NUMBER"),
+    ("--vitperf-accuracy-bound=,", "no bound given; e.g. max_drop=2,min_cosine=0.95"),
 ]
 
 
@@ -57,6 +63,7 @@ INI_BAD = [
     ("vitperf_timeout_ms", "never", "not a number of ms"),
     ("vitperf_clocks", "often", "not a boolean"),
     ("vitperf_cold", "sometimes", "not a boolean"),
+    ("vitperf_accuracy_bound", "min_cosine=high", "not KEY=NUMBER"),
 ]
 
 

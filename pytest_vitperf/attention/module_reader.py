@@ -61,7 +61,8 @@ def module_shape(model: torch.nn.Module) -> AttentionShape:
         param = next(model.parameters(), None)
         dtype = param.dtype if param is not None else torch.float32
         device = param.device if param is not None else torch.device("cpu")
-        x = torch.zeros(1, 3, *image, dtype=dtype, device=device)
+        channels = getattr(getattr(pe, "proj", None), "in_channels", 3)
+        x = torch.zeros(1, channels, *image, dtype=dtype, device=device)
         model.eval()
         with torch.inference_mode(), Recorder():
             model(x)

@@ -36,6 +36,12 @@ class Engine(Protocol):
         """Run once, wait, and return the output on the host."""
         ...
 
+    def run(self, x: torch.Tensor) -> torch.Tensor:
+        """Run once on `x` (FP32 on the host, the shape of the resident input) and return the output on the host,
+        leaving the resident input as it was: how a task's test split goes through the engine (the accuracy
+        suite)."""
+        ...
+
     def describe(self) -> dict[str, Any]:
         """Facts about how the engine runs: mode, dtype, sizes, and per-layer detail when known."""
         ...
