@@ -23,7 +23,7 @@ stays in FP16 too; `convert` returns how many Linears it converted and which it 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import torch
@@ -186,22 +186,20 @@ def convert(model: torch.nn.Module, precision: str, dtype: torch.dtype) -> Conve
         wq, xq = getattr(module, "weight_quantizer", None), getattr(module, "input_quantizer", None)
         if not isinstance(module, torch.nn.Linear) or wq is None or xq is None:
             continue
-        if not (wq.is_enabled and xq.is_enabled and wq.amax is not None and xq.amax is not None):
-            done.kept[name] = "not quantized by the recipe"
-            continue
         n, k = module.weight.shape
         why = _fits(precision, n, k)
+        if not (wq.is_enabled and xq.is_enabled and wq.amax is not None and xq.amax is not None):
+            why = "not quantized by the recipe"
+        elif why is None and precision == "fp8" and getattr(xq, "pre_quant_scale", None) is not None:
+            why = "a pre-quantization scale, which the FP8 Linear does not apply"
         if why is not None:
-            done.kept[name] = why
+            done.kept[name] = why + _fold_pre_scale(module, xq)
             continue
         weight = module.weight.detach().to(dtype)
         bias = module.bias.detach().to(dtype) if module.bias is not None else None
         x_amax = float(xq.amax.float().max())
         pre_scale = getattr(xq, "pre_quant_scale", None)  # SmoothQuant's, applied before the quantizer's amax
         if precision == "fp8":
-            if pre_scale is not None:
-                done.kept[name] = "a pre-quantization scale, which the FP8 Linear does not apply"
-                continue
             new = fp8_linear(weight, bias, float(wq.amax.float().max()), x_amax)
         else:
             new = int8_linear(weight, bias, wq.amax.detach().expand(n, 1), x_amax, pre_scale)
@@ -213,6 +211,21 @@ def convert(model: torch.nn.Module, precision: str, dtype: torch.dtype) -> Conve
         setattr(model.get_submodule(parent) if parent else model, child, new)
         done.converted.append(name)
     return done
+
+
+def _fold_pre_scale(module: torch.nn.Module, input_quantizer: Any) -> str:
+    """A Linear left in high precision runs without its input quantizer; SmoothQuant's per-input-channel pre-scale
+    lives there while the weight holds its inverse, so it goes into the weight (W x p = (W diag p) x) or the layer
+    computes something else (the digits ViT's 10-class head, kept for _int_mm's shapes: logits off by 30)."""
+    import torch
+
+    pre = getattr(input_quantizer, "pre_quant_scale", None)
+    if pre is None:
+        return ""
+    weight: Any = module.weight
+    with torch.no_grad():
+        weight.mul_(pre.detach().reshape(1, -1).to(weight))
+    return ", its pre-scale folded into the weight"
 
 
 def _to_plain_torch(model: torch.nn.Module) -> None:
