@@ -175,9 +175,13 @@ def apply(
         model = mts.sparsify(model, mode="sparse_magnitude")
     if recipe.mha_fp8:
         to_bmm_attention(model)
-        register_quant_attention()
     if recipe.config is not None:
         import modelopt.torch.quantization as mtq
+
+        # Always, not only for fp8-attn: the registration is process-wide, and a bmm-attention model (vit_qf_base,
+        # vit_digits) quantized after it has attention quantizers (disabled unless the config enables them) that
+        # one quantized before it lacks; a cached calibration would then fit or not by test order.
+        register_quant_attention()
 
         device = next(model.parameters()).device
 
@@ -226,7 +230,7 @@ class CalibrationCache:
             return None
         if self.recipe.mha_fp8:  # the structural change that Model Optimizer's state does not record
             to_bmm_attention(model)
-            register_quant_attention()
+        register_quant_attention()  # as apply() does before quantizing
         try:
             model = mto.restore_from_modelopt_state(model, state)
             model.load_state_dict(tensors, strict=False)

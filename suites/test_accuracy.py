@@ -24,3 +24,46 @@ def test_accuracy(vitperf_precision, via, digits_accuracy, accuracy_bound):
         f"{vitperf_precision} via {acc.via} on {acc.images} digits: " + "; ".join(failures) + ". Check the recipe and "
         "its calibration; loosen this run only with --vitperf-accuracy-bound (e.g. max_drop=2)"
     )
+
+
+def test_nvfp4_weight_errors_stay_within_the_provable_bound(vitperf_session, record_property):
+    """Every weight the nvfp4 recipe quantizes in the trained model, fake-quantized the way Model Optimizer does it
+    (on the CPU, cpu_quant's kernel), against the float64 worst case of numerics.bounds for its 16-element block;
+    each tensor's SQNR is recorded (and printed with -s)."""
+    import copy
+
+    import numpy as np
+    import torch
+
+    from pytest_vitperf.cpu_quant import cpu_block_quant
+    from pytest_vitperf.models import DIGITS_MODEL
+    from pytest_vitperf.numerics import sqnr_db
+    from pytest_vitperf.numerics.bounds import nvfp4_block_bound
+    from pytest_vitperf.precision import get_precision
+    from pytest_vitperf.recipes import apply
+
+    p = get_precision("nvfp4")
+    model = copy.deepcopy(vitperf_session.model(DIGITS_MODEL))
+    with cpu_block_quant(), torch.no_grad():
+        quantized = apply(p.recipe, model, cache_dir=vitperf_session.settings.cache_dir)
+        weights = {
+            name: (m.weight.detach().double().numpy(), m.weight_quantizer(m.weight).detach().double().numpy())
+            for name, m in quantized.named_modules()
+            if isinstance(m, torch.nn.Linear) and getattr(m, "weight_quantizer", None) is not None
+            and m.weight_quantizer.is_enabled
+        }  # fmt: skip
+    assert len(weights) >= 8, sorted(weights)  # qkv, proj, fc1, fc2 of both blocks at least
+    report = {}
+    for name, (w, wq) in weights.items():
+        blocks = w.reshape(w.shape[0], -1, p.block)
+        bound = nvfp4_block_bound(np.abs(blocks).max(-1), float(np.abs(w).max()))[..., None]
+        worst = float((np.abs(blocks - wq.reshape(blocks.shape)) / bound).max())
+        report[name] = {"worst_of_bound": round(worst, 4), "sqnr_db": round(sqnr_db(w, wq), 2)}
+        assert worst <= 1 + 1e-9, f"{name}: an element's error is {worst:.4f} times the provable NVFP4 bound"
+    record_property("nvfp4_weights", report)
+    print(
+        "\n".join(
+            f"{n}: SQNR {r['sqnr_db']} dB, worst error {r['worst_of_bound']:.0%} of the bound"
+            for n, r in report.items()
+        )
+    )

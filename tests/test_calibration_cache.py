@@ -96,3 +96,29 @@ def test_model_optimizer_builds_its_extensions_in_the_cache_folder(
     apply(get_precision("int8").recipe, copy.deepcopy(tiny))
     assert seen == [str(tmp_path / "torch_extensions"), "/elsewhere"]
     assert os.environ["TORCH_EXTENSIONS_DIR"] == "/elsewhere"
+
+
+def test_a_bmm_attention_calibration_restores_whatever_ran_before_it_in_the_process(tmp_path: Path) -> None:
+    """fp8-attn's registration of the bmm attention with Model Optimizer is process-wide. A calibration of a
+    bmm-attention model (vit_digits) saved by a process that never ran fp8-attn must restore in one that did, and
+    the other way round: every quantize and restore registers it first."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from pathlib import Path; from pytest_vitperf.models import build_model; "
+        "from pytest_vitperf.precision import get_precision; from pytest_vitperf.recipes import apply, "
+        "register_quant_attention\n"
+        "if sys.argv[2] == 'fp8-attn first': register_quant_attention()\n"
+        "apply(get_precision('int8').recipe, build_model('vit_digits'), cache_dir=Path(sys.argv[1]))\n"
+        "print(len(list((Path(sys.argv[1]) / 'calibration').iterdir())))"
+    )
+    for order in ("plain", "fp8-attn first", "plain"):
+        out = subprocess.run(
+            [sys.executable, "-c", code, str(tmp_path), order],
+            capture_output=True,
+            text=True,
+            cwd=Path(__file__).parents[1],
+        )
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert out.stdout.strip().splitlines()[-1] == "1"  # one entry, written once and restored after
