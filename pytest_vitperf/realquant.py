@@ -228,16 +228,26 @@ def _fold_pre_scale(module: torch.nn.Module, input_quantizer: Any) -> str:
     return ", its pre-scale folded into the weight"
 
 
+_PLAIN_MODULES = ("torch.nn.modules", "pytest_vitperf.models")
+
+
 def _to_plain_torch(model: torch.nn.Module) -> None:
     """Modules this file did not convert (kept Linears, the convolution) go back to their torch class, their fake
     quantizers dropped: what stays in high precision runs as plain high precision, as in a TensorRT engine, and
     nothing of Model Optimizer is left for `torch.compile` to trace."""
+    import torch
+
     for module in model.modules():
         quantizers = [name for name in module._modules if name.endswith("quantizer")]
         if not quantizers:
             continue
         for name in quantizers:
             del module._modules[name]
-        plain = next((c for c in type(module).__mro__ if c.__module__.startswith("torch.nn.modules")), None)
+        # The class Model Optimizer wrapped: torch's Linear/Conv2d, or the zoo's bmm attention (registered with it
+        # by recipes.register_quant_attention); never a bare nn.Module, which has no forward.
+        plain = next(
+            (c for c in type(module).__mro__ if c.__module__.startswith(_PLAIN_MODULES) and c is not torch.nn.Module),
+            None,
+        )
         if plain is not None:
             module.__class__ = plain
