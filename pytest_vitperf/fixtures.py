@@ -204,7 +204,8 @@ def _fail_nonfinite(precision: str, how: str, logits: torch.Tensor, module: Any,
         where = f"first module with NaN/Inf: {first}" if first else "no module's output had NaN/Inf when run again"
     pytest.fail(
         f"{precision} ({how}) gave {bad} non-finite logits of {logits.numel()} on the digits test split; {where}. "
-        f"Compare with FP32: pytest --gpu-bench suites/test_accuracy.py --vitperf-precisions fp32,{precision}",
+        "Compare with FP32: pytest --gpu-bench suites/test_accuracy.py --vitperf-precisions "
+        + ",".join(dict.fromkeys(("fp32", precision))),
         pytrace=False,
     )
 

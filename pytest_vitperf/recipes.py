@@ -31,7 +31,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import copy
-import functools
 import hashlib
 import io
 import json
@@ -88,16 +87,18 @@ def quant_config(recipe: Recipe) -> dict[str, Any]:
     return cfg
 
 
-@functools.cache
-def register_quant_attention() -> type[torch.nn.Module]:
+def register_quant_attention() -> None:
     """Teach Model Optimizer to quantize the zoo's bmm attention: its `_q`, `_k`, `_v`, `_p` hooks become
-    TensorQuantizers (disabled unless a config enables `*bmm_quantizer` / `*softmax_quantizer`)."""
+    TensorQuantizers (disabled unless a config enables `*bmm_quantizer` / `*softmax_quantizer`). Once per class:
+    Model Optimizer's registry refuses a second registration, and outlives a reload of this module."""
     import modelopt.torch.quantization as mtq
-    from modelopt.torch.quantization.nn import TensorQuantizer
+    from modelopt.torch.quantization.nn import QuantModuleRegistry, TensorQuantizer
 
     from pytest_vitperf.models import bmm_attention
 
     base = bmm_attention()
+    if base in QuantModuleRegistry:
+        return
 
     class QuantBmmAttention(base):  # type: ignore[misc, valid-type]
         def _setup(self) -> None:
@@ -119,7 +120,6 @@ def register_quant_attention() -> type[torch.nn.Module]:
             return self.softmax_quantizer(t)
 
     mtq.register(original_cls=base, quantized_cls=QuantBmmAttention)
-    return QuantBmmAttention
 
 
 def to_bmm_attention(model: torch.nn.Module) -> torch.nn.Module:
