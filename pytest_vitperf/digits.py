@@ -97,7 +97,8 @@ def top1(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
 
 
 def checkpoint_key(split: Split, epochs: int = EPOCHS, seed: int = TRAIN_SEED) -> str:
-    """Everything that decides the trained bits: model and training settings, the data, torch's version."""
+    """Everything that decides the trained bits: model and training settings, the data, torch's version and its
+    thread count (2 and 16 CPU cores trained different checkpoints, 97.78% and 98.33% top-1)."""
     import torch
 
     fields = [DIGITS_CONFIG, epochs, seed, BATCH, LR, WEIGHT_DECAY, torch.__version__, torch.get_num_threads()]
