@@ -118,17 +118,12 @@ def trained_model(cache_dir: Path | None, epochs: int = EPOCHS, seed: int = TRAI
 
 
 def _cached_or_trained(split: Split, cache_dir: Path | None, epochs: int, seed: int) -> torch.nn.Module:
-    path = (
-        cache_dir / "trained" / f"{DIGITS_MODEL}-{checkpoint_key(split, epochs, seed)}.safetensors"
-        if cache_dir
-        else None
-    )
-    if path is not None and path.exists():
-        model = _load(path)
-        if model is not None:
-            return model
-    model = train(split, epochs, seed)
-    if path is not None:
+    if cache_dir is None:
+        return train(split, epochs, seed)
+    path = cache_dir / "trained" / f"{DIGITS_MODEL}-{checkpoint_key(split, epochs, seed)}.safetensors"
+    model = _load(path) if path.exists() else None
+    if model is None:
+        model = train(split, epochs, seed)
         _save(model, path, {"test_top1": f"{top1(model, split.x_test, split.y_test):.4f}", "epochs": str(epochs)})
     return model
 

@@ -214,19 +214,15 @@ def _fail_nonfinite(precision: str, how: str, logits: torch.Tensor, module: Any,
 def accuracy_bound(vitperf_session: VitperfSession, request: pytest.FixtureRequest) -> Callable[[str], TaskBound]:
     """`accuracy_bound(precision)` -> the TaskBound the accuracy suite holds it to: the registry's entry, then the
     test's `vitperf_accuracy(...)` marker, then --vitperf-accuracy-bound (the command line has the last word)."""
-    from dataclasses import asdict
-
-    from pytest_vitperf.precision import TaskBound
+    from pytest_vitperf.options import TASK_BOUND_KEYS
 
     def bound(precision: str) -> TaskBound:
         marker = request.node.get_closest_marker("vitperf_accuracy")
         over = {**(marker.kwargs if marker else {}), **(vitperf_session.settings.accuracy_bound or {})}
-        valid = asdict(TaskBound())
-        unknown = sorted(set(over) - set(valid))
+        unknown = sorted(set(over) - set(TASK_BOUND_KEYS))
         if unknown:
-            pytest.fail(
-                f"vitperf_accuracy: unknown bound {', '.join(unknown)}; valid: {', '.join(valid)}", pytrace=False
-            )
+            valid = ", ".join(TASK_BOUND_KEYS)
+            pytest.fail(f"vitperf_accuracy: unknown bound {', '.join(unknown)}; valid: {valid}", pytrace=False)
         return replace(get_precision(precision).task, **over)
 
     return bound

@@ -76,8 +76,9 @@ def build_model(name: str, *, weights: str | Path | None = None, seed: int = SEE
     import torch
 
     torch.manual_seed(seed)
-    if canonical in (QF_VIT, DIGITS_MODEL):
-        model = build_vit(seed, bmm=True, **{**(QF_VIT_CONFIG if canonical == QF_VIT else DIGITS_CONFIG), **cfg})
+    built_on_rules = {QF_VIT: QF_VIT_CONFIG, DIGITS_MODEL: DIGITS_CONFIG}
+    if canonical in built_on_rules:
+        model = build_vit(seed, bmm=True, **{**built_on_rules[canonical], **cfg})
     else:
         model = timm.create_model(canonical, pretrained=False, **cfg)
     if weights is not None:

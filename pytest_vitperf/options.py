@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -16,7 +16,7 @@ import pytest
 from pytest_vitperf.hookspec import backend_names
 from pytest_vitperf.measurement import NOISY_COV
 from pytest_vitperf.models import MODEL_NAMES, canonical_model_name
-from pytest_vitperf.precision import PRECISIONS
+from pytest_vitperf.precision import PRECISIONS, TaskBound
 
 GPU_BENCH = "--gpu-bench"
 GPU_BENCH_INI = "vitperf_gpu_bench"
@@ -124,22 +124,23 @@ def parse_threshold(value: str) -> float:
     return v
 
 
-TASK_BOUND_KEYS = ("max_drop", "min_agreement", "min_cosine")
+TASK_BOUND_KEYS = tuple(f.name for f in fields(TaskBound))
 
 
 def parse_task_bound(value: str) -> dict[str, float]:
     """max_drop=2,min_cosine=0.95: the accuracy suite's bounds for every precision of the run."""
     out: dict[str, float] = {}
     for part in filter(None, (x.strip() for x in value.split(","))):
-        key, _, number = part.partition("=")
+        key, _, number = (t.strip() for t in part.partition("="))
         try:
-            out[key.strip()] = float(number)
+            bound: float | None = float(number)
         except ValueError:
-            key = ""
-        if key.strip() not in TASK_BOUND_KEYS:
+            bound = None
+        if key not in TASK_BOUND_KEYS or bound is None:
             raise argparse.ArgumentTypeError(
                 f"{part!r} is not KEY=NUMBER, KEY one of {', '.join(TASK_BOUND_KEYS)}; e.g. max_drop=2,min_cosine=0.95"
             )
+        out[key] = bound
     if not out:
         raise argparse.ArgumentTypeError("no bound given; e.g. max_drop=2,min_cosine=0.95")
     return out

@@ -228,15 +228,16 @@ def accuracy_summary(accuracies: Iterable[TaskAccuracy], measurements: Iterable[
     """Seed 003's trade-off: per precision, what it costs on the digits task and, where the same run timed it,
     what it buys (the largest batch timed of the run's first model, against FP16 at that batch)."""
     timed = {(m.spec.model, m.spec.precision, m.spec.batch): m for m in measurements}
-    where = min(((k[0], -k[2]) for k in timed), default=None)  # first model alphabetically, its largest batch
+    model = min((k[0] for k in timed), default="")  # the first model alphabetically...
+    batch = max((k[2] for k in timed if k[0] == model), default=0)  # ...at its largest batch
 
     def speed(precision: str) -> tuple[str, str]:
-        if where is None or (where[0], precision, -where[1]) not in timed:
+        m = timed.get((model, precision, batch))
+        if m is None:
             return "-", "-"
-        m = timed[(where[0], precision, -where[1])]
-        ref = timed.get((where[0], get_precision(precision).reference, -where[1]))
+        ref = timed.get((model, get_precision(precision).reference, batch))
         ratio = f"{ref.median / m.median:.2f}x" if ref is not None else "-"
-        return f"{m.median:.3f} ({where[0]} b{-where[1]})", ratio
+        return f"{m.median:.3f} ({model} b{batch})", ratio
 
     rows = []
     for a in sorted(accuracies, key=lambda a: (sort_key(a.precision), a.via)):

@@ -83,14 +83,17 @@ class TorchEngine:
 
         if tuple(x.shape) != tuple(self.inputs.shape):
             raise VitperfError(f"this {self.precision} engine takes {tuple(self.inputs.shape)}, not {tuple(x.shape)}")
+
+        def put(t: torch.Tensor) -> None:
+            with torch.cuda.stream(self.stream) if self.stream is not None else contextlib.nullcontext():
+                self.inputs.copy_(t)  # in place: a captured CUDA graph reads this very buffer
+
         resident = self.inputs.clone()
-        with torch.cuda.stream(self.stream) if self.stream is not None else contextlib.nullcontext():
-            self.inputs.copy_(x)  # in place: a captured CUDA graph reads this very buffer
+        put(x)
         try:
             return self.output()
         finally:
-            with torch.cuda.stream(self.stream) if self.stream is not None else contextlib.nullcontext():
-                self.inputs.copy_(resident)
+            put(resident)
 
     def describe(self) -> dict[str, Any]:
         return dict(self.info)
