@@ -48,7 +48,8 @@ class Device:
     memory_bytes: int | None = None
     driver: str | None = None
     cuda_runtime: str | None = None
-    index: int = 0
+    index: int = 0  # torch's CUDA index (after CUDA_VISIBLE_DEVICES)
+    uuid: str | None = None  # "GPU-...", as nvidia-smi prints it: the index alone is not stable across machines
 
     @property
     def kind(self) -> str:
@@ -150,6 +151,7 @@ def probe_device(index: int = 0) -> Device:
         driver=_driver_version(),
         cuda_runtime=torch.version.cuda,
         index=index,
+        uuid=f"GPU-{props.uuid}",
     )
 
 

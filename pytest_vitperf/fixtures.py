@@ -279,7 +279,7 @@ def bench(vitperf_session: VitperfSession, request: pytest.FixtureRequest) -> Ca
         spec = replace(spec, options={**spec.options, **extra})
         m = Measurement(spec, tuple(samples), tuple(clocks))
         vitperf_session.record(m, request.node.nodeid)
-        _add_to_pytest_benchmark(request, m)
+        add_to_pytest_benchmark(request.config, m, request.node.nodeid)
         _gate(vitperf_session, request, m)
         return m
 
@@ -377,15 +377,20 @@ def _gate(session: VitperfSession, request: pytest.FixtureRequest, m: Measuremen
         pytest.fail(failure_message(o, request.node.nodeid), pytrace=False)
 
 
-def _add_to_pytest_benchmark(request: pytest.FixtureRequest, m: Measurement) -> None:
+def add_to_pytest_benchmark(config: pytest.Config, m: Measurement, nodeid: str) -> None:
     """Report a measurement as a pytest-benchmark benchmark, with our samples as its data, so it
     shows in --benchmark-json, --benchmark-save and --benchmark-compare. pytest-benchmark's own
-    calibration never runs: it would time host wall-clock around asynchronous GPU work."""
+    calibration never runs: it would time host wall-clock around asynchronous GPU work.
+    Under xdist pytest-benchmark turns itself off everywhere; the controller adds what the workers measured, so one
+    run writes one JSON."""
     # No public API fits: the `benchmark` fixture (pedantic too) times with its own host timer, and the JSON hooks
     # fire only when its session's list is non-empty; so our samples join that list, as pytest-benchmark's
     # Metadata built from a stand-in for its fixture (tests/test_plugin.py checks the JSON it writes).
-    bs = getattr(request.config, "_benchmarksession", None)
-    if bs is None or getattr(bs, "disabled", False):
+    bs = getattr(config, "_benchmarksession", None)
+    if bs is None or hasattr(config, "workerinput"):
+        return
+    off = config.getoption("benchmark_disable") and not config.getoption("benchmark_enable")
+    if off or (bs.disabled and config.getvalue("dist") == "no"):  # asked off, or off for want of `statistics`
         return
     from types import SimpleNamespace
 
@@ -401,13 +406,16 @@ def _add_to_pytest_benchmark(request: pytest.FixtureRequest, m: Measurement) -> 
             "backend_version": spec.backend_version,
             "device": spec.device,
             "sm": spec.sm,
+            "gpu_index": spec.gpu_index,
+            "gpu_uuid": spec.gpu_uuid,
             **{k: v for k, v in m.stats().items()},
             "clocks": [r.to_dict() for r in m.clocks],  # NVML readings, one per timed chunk
         }
     }
+    name = nodeid.rsplit("::", 1)[-1]
     fixture = SimpleNamespace(
-        name=f"{request.node.name}[{spec.label}]" if "[" not in request.node.name else request.node.name,
-        fullname=request.node.nodeid,
+        name=name if "[" in name else f"{name}[{spec.label}]",
+        fullname=nodeid,
         group=f"vitperf {spec.model} b{spec.batch}",
         param=spec.label,
         params=params,

@@ -28,6 +28,8 @@ class Spec:
     device: str  # device name, e.g. "NVIDIA H100 80GB HBM3" or a CPU model
     sm: int | None = None
     timer: str = "perf_counter"  # "cuda-event" on a GPU
+    gpu_index: int | None = field(default=None, compare=False)  # which of the machine's GPUs, and which GPU it is
+    gpu_uuid: str | None = field(default=None, compare=False)
     options: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
 
     @property

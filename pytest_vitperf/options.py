@@ -44,6 +44,7 @@ UPDATE_BASELINES = "--vitperf-update-baselines"
 STRICT = "--vitperf-strict"
 COLD = "--vitperf-cold"
 KERNELS = "--vitperf-kernels"
+SHARE_DEVICES = "--vitperf-share-devices"
 
 COMPILE_MODES = ("auto", "off", "default", "max-autotune")
 
@@ -288,6 +289,11 @@ FLAGS = (
         "evict the cache before every sample, outside the timed region (the GPU's L2, or the CPU's last-level "
         "cache), for deployments that run one request at a time with cold caches. Baselined apart from warm runs.",
     ),
+    (
+        SHARE_DEVICES,
+        "let more xdist workers run than there are GPUs (or more than one on a CPU): they then share a device and time "
+        "each other's work. Without it, that is a usage error. Worker k uses GPU k mod the number of visible GPUs.",
+    ),
 )
 
 
@@ -360,6 +366,7 @@ class Settings:
     strict: bool = False
     kernels: bool = False
     cold: bool = False
+    share_devices: bool = False
     rootdir: Path = field(default_factory=Path.cwd)
 
 

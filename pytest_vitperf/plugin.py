@@ -14,6 +14,7 @@ import pytest
 from pytest_vitperf.fixtures import (  # noqa: F401  (fixtures are registered by import)
     SESSION_KEY,
     accuracy_bound,
+    add_to_pytest_benchmark,
     assert_speedup,
     bench,
     digits_accuracy,
@@ -27,6 +28,7 @@ from pytest_vitperf.fixtures import (  # noqa: F401  (fixtures are registered by
 )
 from pytest_vitperf.options import GPU_BENCH, add_options, settings_from_config
 from pytest_vitperf.session import VitperfSession
+from pytest_vitperf.workers import BALANCING, case_id, too_many_workers
 
 MARKER = "gpu_bench"
 PARAMS = ("vitperf_model", "vitperf_precision", "vitperf_batch")
@@ -48,7 +50,12 @@ def pytest_configure(config: pytest.Config) -> None:
         "vitperf_accuracy(max_drop=None, min_agreement=None, min_cosine=None): this test's accuracy bounds, over the "
         "precision's registry entry (pytest-vitperf)",
     )
-    config.stash[SESSION_KEY] = VitperfSession(settings_from_config(config), config)
+    config.stash[SESSION_KEY] = session = VitperfSession(settings_from_config(config), config)
+    workers = getattr(config.option, "numprocesses", None)  # xdist's -n, made a number before pytest_configure
+    if session.settings.enabled and workers and not hasattr(config, "workerinput"):
+        why = too_many_workers(workers, session.gpu_count, session.settings.share_devices)
+        if why is not None:
+            raise pytest.UsageError(why)
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -89,8 +96,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     }
     order = [p for p in ("vitperf_model", "vitperf_batch", "vitperf_precision") if p in wanted]
     cases = list(itertools.product(*(axes[p] for p in order)))
-    ids = ["-".join(f"b{v}" if isinstance(v, int) else str(v) for v in case) for case in cases]
-    metafunc.parametrize(order, cases, ids=ids)
+    metafunc.parametrize(order, cases, ids=[case_id(case) for case in cases])
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -130,6 +136,12 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             )
         for line in [*clock_notes(session.measurements.values()), *measurement_notes(session.measurements)]:
             tr.write_line(line)
+    if session.workers:
+        from pytest_vitperf.report import worker_summary
+
+        tr.write_sep("-", "vitperf workers (one GPU each; each family of a model and batch on one worker)")
+        for line in worker_summary(session.workers):
+            tr.write_line(line)
     if session.plans:
         from pytest_vitperf.report import plan_summary
 
@@ -150,14 +162,34 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             tr.write_line(line)
 
 
-# -- xdist: workers hand their results to the controller ---------------------------------------
+# -- xdist: one worker per GPU, a family per worker, results handed to the controller ----------
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """`-n auto` with benchmarks on: one worker per visible GPU, one on a CPU (workers must not share a device)."""
+    settings = settings_from_config(config)  # called before pytest_configure: no session yet
+    if not settings.enabled:
+        return None
+    from pytest_vitperf.session import visible_gpus
+
+    return visible_gpus() or 1
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    if not get_session(config).settings.enabled or config.getvalue("dist") not in BALANCING:
+        return None
+    from pytest_vitperf.workers import make_scheduler
+
+    return make_scheduler(config, log)
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
     vs = get_session(session.config)
     if vs.settings.update_baselines:
         vs.write_baselines()  # each process writes what it measured; the store's lock merges them
     workeroutput = getattr(session.config, "workeroutput", None)
     if workeroutput is not None:
-        workeroutput["vitperf"] = vs.export()
+        workeroutput["vitperf"] = vs.export(session.config.workerinput["workerid"])  # type: ignore[attr-defined]
     elif any(w.error is not None for w in vs.writes) and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a nightly job must not believe it refreshed them
 
@@ -166,7 +198,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 def pytest_testnodedown(node: Any, error: Any) -> None:
     data = getattr(node, "workeroutput", {}).get("vitperf")
     if data:
-        get_session(node.config).merge(data)
+        for m, nodeid in get_session(node.config).merge(data):
+            if nodeid:
+                add_to_pytest_benchmark(node.config, m, nodeid)  # one JSON: pytest-benchmark keeps none on workers
 
 
 # -- pytest-benchmark: machine facts ----------------------------------------------------------

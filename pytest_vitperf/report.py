@@ -12,6 +12,7 @@ from pytest_vitperf.floor import Verdict
 from pytest_vitperf.measurement import NOISY_COV, Measurement, Spec
 from pytest_vitperf.plan import PlanRecord
 from pytest_vitperf.precision import PRECISIONS, REFERENCE, get_precision, sort_key
+from pytest_vitperf.workers import WorkerRecord
 
 UPDATE = "--vitperf-update-baselines"
 COLUMNS = (
@@ -116,15 +117,36 @@ def summary(
     max_cov: float = NOISY_COV,
 ) -> list[str]:
     ms = sorted(measurements, key=lambda m: (m.spec.model, m.spec.batch, m.spec.backend, sort_key(m.spec.precision)))
-    by_key = {m.spec.key: m for m in ms}
+    by_key = {(m.spec.key, m.spec.gpu_uuid): m for m in ms}  # a ratio is only taken on one GPU
+    gpus = {m.spec.gpu_uuid for m in ms}
     rows = []
     for m in ms:
         s = m.spec
         verdict = verdicts.get(s.key)
-        same_run = by_key.get((s.model, _reference(s.precision), s.batch, s.backend))
-        ref = verdict.reference if verdict is not None else same_run
-        rows.append(_summary_row(m, ref, verdict, max_cov))
-    return table(COLUMNS, rows)
+        same_gpu = by_key.get(((s.model, _reference(s.precision), s.batch, s.backend), s.gpu_uuid))
+        ref = verdict.reference if verdict is not None else same_gpu
+        row = _summary_row(m, ref, verdict, max_cov)
+        rows.append([*row[:4], gpu_label(s.gpu_index, s.gpu_uuid), *row[4:]] if len(gpus) > 1 else row)
+    return table((*COLUMNS[:4], "GPU", *COLUMNS[4:]) if len(gpus) > 1 else COLUMNS, rows)
+
+
+def gpu_label(index: int | None, uuid: str | None) -> str:
+    """'1 (GPU-8f3c1d2e)': the index, and enough of the UUID to tell two GPUs of one model apart."""
+    return "-" if index is None else f"{index} ({(uuid or '?')[:12]})"
+
+
+def worker_summary(workers: Iterable[WorkerRecord]) -> list[str]:
+    """One line per xdist worker: its GPU, what its start-up cost, and what it measured."""
+    lines = []
+    for w in sorted(workers, key=lambda w: w.worker):
+        names = {"device": "torch import + device probe"}
+        start = ", ".join(f"{names.get(k, k)} {v:.1f} s" for k, v in w.startup_s.items())
+        where = "CPU" if w.gpu_index is None and w.gpu_uuid is None else f"GPU {gpu_label(w.gpu_index, w.gpu_uuid)}"
+        lines.append(
+            f"{w.worker} on {where}: start-up {start or 'none'}; engines prepared in {w.prepare_s:.1f} s; "
+            f"measured {', '.join(w.measured) or 'nothing'}"
+        )
+    return lines
 
 
 def clock_notes(measurements: Iterable[Measurement]) -> list[str]:

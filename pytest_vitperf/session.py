@@ -4,8 +4,8 @@ speedup verdicts, baseline outcomes and writes). Deciding is done elsewhere: flo
 from __future__ import annotations
 
 import copy
-import os
 import time
+from dataclasses import asdict
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,6 +16,7 @@ from pytest_vitperf.floor import FLOORS_FILE, Floor, FloorsFile, Verdict
 from pytest_vitperf.measurement import Measurement, Spec
 from pytest_vitperf.plan import PlanRecord
 from pytest_vitperf.precision import PRECISIONS, unsupported_reason
+from pytest_vitperf.workers import WorkerRecord, gpu_for_worker, worker_index
 
 if TYPE_CHECKING:
     import torch
@@ -35,10 +36,11 @@ GPU_WARMUP_MS = 2000.0
 CPU_WARMUP_MS = 200.0
 
 
-def _worker_index() -> int:
-    """xdist worker number (gw3 -> 3), so that each worker takes its own GPU."""
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
-    return int(worker[2:]) if worker[2:].isdigit() else 0
+def visible_gpus() -> int:
+    """CUDA GPUs this process may use (CUDA_VISIBLE_DEVICES applies); 0 on a machine without any."""
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
 class VitperfSession:
@@ -52,6 +54,8 @@ class VitperfSession:
         self.plans: list[PlanRecord] = []
         self.accuracies: list[TaskAccuracy] = []
         self._measured_here: dict[tuple[str, str, int, str], str] = {}  # key -> nodeid
+        self.workers: list[WorkerRecord] = []  # on the xdist controller: where each worker ran, and its start-up
+        self._startup_s: dict[str, float] = {}  # "device" (torch import + CUDA probe) and each model's build
         self._engines: dict[tuple[str, str, int], Engine] = {}
         self._models: dict[str, Any] = {}
         self._prepare_s: dict[tuple[str, str, int], float] = {}  # model build + backend prepare (compile included)
@@ -61,13 +65,23 @@ class VitperfSession:
 
     # -- where we run ---------------------------------------------------------------------------
     @cached_property
-    def device(self) -> Device:
-        import torch
+    def gpu_count(self) -> int:
+        return visible_gpus()
 
+    @cached_property
+    def device(self) -> Device:
+        """This process's GPU (an xdist worker k takes GPU k mod the visible ones), made torch's current device so
+        that compiled code, graphs and allocations stay on it; else the CPU."""
+        start = time.perf_counter()
         from pytest_vitperf.env import probe_device
 
-        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        return probe_device(_worker_index() % count if count else 0)
+        device = probe_device(gpu_for_worker(worker_index(), self.gpu_count))
+        if device.sm is not None:
+            import torch
+
+            torch.cuda.set_device(device.index)
+        self._startup_s["device"] = round(time.perf_counter() - start, 1)
+        return device
 
     @cached_property
     def _backend(self) -> tuple[Backend, str | None]:
@@ -132,6 +146,7 @@ class VitperfSession:
         """The FP32 model every engine of `model_name` is prepared from, built once (a vit_base takes seconds to
         initialise on a CPU): random weights from the zoo's seed, trained ones for the digits ViT."""
         if model_name not in self._models:
+            start = time.perf_counter()
             from pytest_vitperf.digits import trained_model
             from pytest_vitperf.models import DIGITS_MODEL, build_model
 
@@ -140,6 +155,7 @@ class VitperfSession:
                 hook = self.config.hook.pytest_vitperf_model_built
                 model = hook(config=self.config, name=model_name, model=model) or model
             self._models[model_name] = model
+            self._startup_s[model_name] = round(time.perf_counter() - start, 1)
         return self._models[model_name]
 
     def engine(self, model_name: str, precision: str, batch: int) -> Engine:
@@ -189,6 +205,8 @@ class VitperfSession:
             device=self.device.name,
             sm=self.device.sm,
             timer=engine.clock.name,
+            gpu_index=None if self.device.sm is None else self.device.index,
+            gpu_uuid=self.device.uuid,
             options={
                 **self.timing(),
                 **engine.describe(),
@@ -251,25 +269,46 @@ class VitperfSession:
     def record_verdict(self, v: Verdict) -> None:
         self.verdicts[v.candidate.spec.key] = v
 
-    def export(self) -> dict[str, Any]:
+    def worker_record(self, worker: str) -> WorkerRecord:
+        d = self.device if "device" in self.__dict__ else None  # a worker that measured nothing probed nothing
+        return WorkerRecord(
+            worker=worker,
+            gpu_index=d.index if d is not None and d.sm is not None else None,
+            gpu_uuid=d.uuid if d is not None else None,
+            startup_s=dict(self._startup_s),
+            prepare_s=round(sum(self._prepare_s.values()), 1),
+            measured=[m.spec.label for k, m in self.measurements.items() if k in self._measured_here],
+        )
+
+    def export(self, worker: str) -> dict[str, Any]:
         """Results as plain data, for xdist workers to hand to the controller."""
         return {
+            "worker": asdict(self.worker_record(worker)),
             "outcomes": [o.to_dict() for o in self.outcomes],
             "writes": [w.to_dict() for w in self.writes],
             "plans": [p.to_dict() for p in self.plans],
             "accuracies": [a.to_dict() for a in self.accuracies],
-            "measurements": [m.to_dict() for m in self.measurements.values()],
+            "measurements": [
+                {**m.to_dict(), "nodeid": self._measured_here.get(k, "")} for k, m in self.measurements.items()
+            ],
             "verdicts": [v.to_dict() for v in self.verdicts.values()],
         }
 
-    def merge(self, data: dict[str, Any]) -> None:
+    def merge(self, data: dict[str, Any]) -> list[tuple[Measurement, str]]:
+        """Take a worker's results; return its measurements with the node id of the test that took each."""
+        if "worker" in data:
+            self.workers.append(WorkerRecord(**data["worker"]))
         self.outcomes += [Outcome.from_dict(o) for o in data.get("outcomes", [])]
         self.writes += [Write.from_dict(w) for w in data.get("writes", [])]
         self.plans += [PlanRecord(**p) for p in data.get("plans", [])]
         from pytest_vitperf.accuracy import TaskAccuracy  # numpy: not at plugin load
 
         self.accuracies += [TaskAccuracy.from_dict(a) for a in data.get("accuracies", [])]
-        for m in data.get("measurements", []):
-            self.record(Measurement.from_dict(m))
+        merged = []
+        for d in data.get("measurements", []):
+            m = Measurement.from_dict(d)
+            self.record(m)
+            merged.append((m, d.get("nodeid", "")))
         for v in data.get("verdicts", []):
             self.record_verdict(Verdict.from_dict(v))
+        return merged

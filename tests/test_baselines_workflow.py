@@ -157,7 +157,8 @@ def test_a_baseline_that_cannot_be_written_fails_the_run(project: pytest.Pyteste
         pytest.importorskip("xdist")
     (project.path / "bl").mkdir()
     (project.path / "bl" / "torch").write_text("a file where the backend's folder must go\n")
-    r = project.runpytest(*ARGS, "--vitperf-update-baselines", *(["-n", str(workers)] if workers else []))
+    xdist = ["-n", str(workers), "--vitperf-share-devices"] if workers else []
+    r = project.runpytest(*ARGS, "--vitperf-update-baselines", *xdist)
     r.assert_outcomes(passed=1)  # the test itself passed; the run did not do what it was asked
     assert r.ret == pytest.ExitCode.TESTS_FAILED
     r.stdout.fnmatch_lines(["NOT WRITTEN */bl/torch/*/vit_tiny_patch16_224.json [[]fp32/b1[]]: *; the run fails*"])
@@ -176,7 +177,7 @@ def test_xdist_workers_merge_their_updates(project: pytest.Pytester) -> None:
             bench(engine(precision, 1, model="vit_tiny"))
         """
     )
-    r = project.runpytest(*ARGS, "--vitperf-update-baselines", "-n", "2", "test_many.py")
+    r = project.runpytest(*ARGS, "--vitperf-update-baselines", "-n", "2", "--vitperf-share-devices", "test_many.py")
     r.assert_outcomes(passed=3)
     assert sorted(entries(project)) == ["bf16/b1", "fp16/b1", "fp32/b1"]
     r.stdout.fnmatch_lines_random(["added *[[]fp32/b1[]]*", "added *[[]bf16/b1[]]*", "added *[[]fp16/b1[]]*"])

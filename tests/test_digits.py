@@ -215,5 +215,5 @@ def test_accuracies_travel_from_xdist_workers_to_the_summary() -> None:
     acc = task_accuracy("fp8", "torch engine (cuda)", reference * 2, reference, torch.tensor([0, 1, 1]))
     worker, controller = VitperfSession(Settings()), VitperfSession(Settings())
     worker.accuracies.append(acc)
-    controller.merge(json.loads(json.dumps(worker.export())))
+    controller.merge(json.loads(json.dumps(worker.export("gw0"))))
     assert controller.accuracies == [acc]

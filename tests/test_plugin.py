@@ -173,7 +173,7 @@ def test_loading_the_plugin_imports_nothing_heavy() -> None:
 
 def test_xdist_workers_report_to_one_summary(suite: pytest.Pytester) -> None:
     pytest.importorskip("xdist")
-    result = suite.runpytest(*FAST, "--vitperf-precisions=fp16,bf16,fp32", "-n", "2")
+    result = suite.runpytest(*FAST, "--vitperf-precisions=fp16,bf16,fp32", "-n", "2", "--vitperf-share-devices")
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines_random(
         [

@@ -1,0 +1,85 @@
+"""Several pytest-xdist workers: which tests must share a worker, and which GPU each worker takes.
+
+A family is one (model, batch): its FP16 reference and every precision compared with it. A speedup is only a
+speedup when both latencies come from one GPU in one process, so a family runs on one worker. The worker is
+chosen by pytest-xdist's own scope scheduler; this module only says what a scope is.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_vitperf.models import MODEL_NAMES
+from pytest_vitperf.options import SHARE_DEVICES
+
+# Balancing modes that would split a family across workers; the others (loadscope, loadfile, each) are kept.
+BALANCING = ("load", "loadgroup", "worksteal")
+
+# Test ids come from plugin.pytest_generate_tests as "<model>-b<batch>-<precision>", possibly joined with other
+# parameters' ids. The controller never collects, so a family is read back from the node id.
+_FAMILY = re.compile(r"\[(?:.*-)?(?P<model>" + "|".join(map(re.escape, MODEL_NAMES)) + r")-b(?P<batch>\d+)(?:-.*)?\]$")
+
+
+@dataclass(frozen=True)
+class WorkerRecord:
+    """Where one xdist worker ran and what its start-up cost: the summary's "vitperf workers" lines."""
+
+    worker: str
+    gpu_index: int | None
+    gpu_uuid: str | None
+    startup_s: dict[str, float]  # "device": torch import + CUDA probe; then each model's build
+    prepare_s: float  # all its engines' preparation (compile included)
+    measured: list[str]
+
+
+def case_id(case: tuple[Any, ...]) -> str:
+    """The id of one parametrized case: models and precisions as they are, batches as b<N>."""
+    return "-".join(f"b{v}" if isinstance(v, int) else str(v) for v in case)
+
+
+def family_of(nodeid: str) -> str | None:
+    """'<model>-b<batch>' for a test parametrized with both, else None."""
+    m = _FAMILY.search(nodeid)
+    return f"{m['model']}-b{m['batch']}" if m else None
+
+
+def worker_index() -> int | None:
+    """xdist worker number (gw3 -> 3), or None outside a worker."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    return int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else None
+
+
+def gpu_for_worker(worker: int | None, gpus: int) -> int:
+    """Worker k takes GPU k mod the visible GPUs; one process alone takes GPU 0."""
+    return (worker or 0) % gpus if gpus else 0
+
+
+def too_many_workers(workers: int, gpus: int, share: bool) -> str | None:
+    """Why `workers` xdist workers on `gpus` GPUs (0: the CPU) would mislead, or None. Workers that share a device
+    time each other's work."""
+    if workers <= max(gpus, 1) or share:
+        return None
+    where, fix = (
+        (f"{gpus} visible GPU(s)", f"run one worker per GPU: -n {gpus}")
+        if gpus
+        else ("a CPU", "measure in one process: -n 0")
+    )
+    return (
+        f"{workers} xdist workers on {where}: workers that share a device slow each other down and every latency "
+        f"they report is wrong. Share on purpose with {SHARE_DEVICES}, or {fix}"
+    )
+
+
+def make_scheduler(config: Any, log: Any) -> Any:
+    """pytest-xdist's scope scheduler, with a family as the scope of a test that has one; any other test keeps
+    xdist's module/class scope (so module fixtures such as an export are built once)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FamilyScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return family_of(nodeid) or super()._split_scope(nodeid)
+
+    return FamilyScheduling(config, log)
