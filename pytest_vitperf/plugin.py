@@ -91,7 +91,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     precisions = sorted(session.precisions, key=lambda p: p != REFERENCE)
     axes = {
         "vitperf_model": session.models,
-        "vitperf_batch": session.batch_sizes,
+        # Largest batch first: under xdist the costliest families start first, so that the workers end together.
+        "vitperf_batch": sorted(session.batch_sizes, reverse=True),
         "vitperf_precision": precisions,
     }
     order = [p for p in ("vitperf_model", "vitperf_batch", "vitperf_precision") if p in wanted]

@@ -16,7 +16,7 @@ from pytest_vitperf.floor import FLOORS_FILE, Floor, FloorsFile, Verdict
 from pytest_vitperf.measurement import Measurement, Spec
 from pytest_vitperf.plan import PlanRecord
 from pytest_vitperf.precision import PRECISIONS, unsupported_reason
-from pytest_vitperf.workers import WorkerRecord, gpu_for_worker, worker_index
+from pytest_vitperf.workers import WorkerRecord, gpu_for_worker, share_host, worker_count, worker_index
 
 if TYPE_CHECKING:
     import torch
@@ -70,11 +70,13 @@ class VitperfSession:
 
     @cached_property
     def device(self) -> Device:
-        """This process's GPU (an xdist worker k takes GPU k mod the visible ones), made torch's current device so
-        that compiled code, graphs and allocations stay on it; else the CPU."""
+        """This process's GPU (an xdist worker k takes GPU k mod the visible ones, and its share of the host's cores),
+        made torch's current device so that compiled code, graphs and allocations stay on it; else the CPU."""
         start = time.perf_counter()
         from pytest_vitperf.env import probe_device
 
+        if worker_index() is not None and worker_count() > 1:
+            share_host(worker_count())
         device = probe_device(gpu_for_worker(worker_index(), self.gpu_count))
         if device.sm is not None:
             import torch

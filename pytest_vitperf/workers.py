@@ -52,6 +52,21 @@ def worker_index() -> int | None:
     return int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else None
 
 
+def worker_count() -> int:
+    return int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+
+
+def share_host(workers: int) -> None:
+    """Give this worker its share of the host's cores. Left alone, torch's threads and Inductor's compile processes
+    each claim every core in every worker: with two workers on 2x H200, warm engine preparation took 1.6x longer
+    than in one process."""
+    import torch
+    import torch._inductor.config as inductor
+
+    torch.set_num_threads(max(1, torch.get_num_threads() // workers))
+    inductor.compile_threads = max(1, (inductor.compile_threads or 1) // workers)
+
+
 def gpu_for_worker(worker: int | None, gpus: int) -> int:
     """Worker k takes GPU k mod the visible GPUs; one process alone takes GPU 0."""
     return (worker or 0) % gpus if gpus else 0
