@@ -7,7 +7,7 @@ Heavy modules (torch, timm, modelopt, tensorrt) are imported by fixtures and bac
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -51,9 +51,15 @@ def pytest_configure(config: pytest.Config) -> None:
         "precision's registry entry (pytest-vitperf)",
     )
     config.stash[SESSION_KEY] = session = VitperfSession(settings_from_config(config), config)
+    if not session.settings.enabled:
+        return
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        session.pin(workerinput.get("vitperf_gpus", []))
+        return
     workers = getattr(config.option, "numprocesses", None)  # xdist's -n, made a number before pytest_configure
-    if session.settings.enabled and workers and not hasattr(config, "workerinput"):
-        why = too_many_workers(workers, session.gpu_count, session.settings.share_devices)
+    if workers:
+        why = too_many_workers(workers, len(session.gpus), session.settings.share_devices)
         if why is not None:
             raise pytest.UsageError(why)
 
@@ -91,12 +97,14 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     precisions = sorted(session.precisions, key=lambda p: p != REFERENCE)
     axes = {
         "vitperf_model": session.models,
-        # Largest batch first: under xdist the costliest families start first, so that the workers end together.
-        "vitperf_batch": sorted(session.batch_sizes, reverse=True),
+        "vitperf_batch": session.batch_sizes,
         "vitperf_precision": precisions,
     }
     order = [p for p in ("vitperf_model", "vitperf_batch", "vitperf_precision") if p in wanted]
     cases = list(itertools.product(*(axes[p] for p in order)))
+    if "vitperf_batch" in order:  # largest batch first: under xdist the costliest families start first
+        batch = order.index("vitperf_batch")
+        cases.sort(key=lambda case: -cast(int, case[batch]))
     metafunc.parametrize(order, cases, ids=[case_id(case) for case in cases])
 
 
@@ -172,7 +180,15 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
         return None
     from pytest_vitperf.session import visible_gpus
 
-    return visible_gpus() or 1
+    return len(visible_gpus()) or 1
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """Tell each worker the GPUs this run sees, by UUID, so that it pins its own before CUDA starts."""
+    session = get_session(node.config)
+    if session.settings.enabled:
+        node.workerinput["vitperf_gpus"] = session.gpus
 
 
 @pytest.hookimpl(tryfirst=True, optionalhook=True)

@@ -16,7 +16,7 @@ from pytest_vitperf.floor import FLOORS_FILE, Floor, FloorsFile, Verdict
 from pytest_vitperf.measurement import Measurement, Spec
 from pytest_vitperf.plan import PlanRecord
 from pytest_vitperf.precision import PRECISIONS, unsupported_reason
-from pytest_vitperf.workers import WorkerRecord, gpu_for_worker, share_host, worker_count, worker_index
+from pytest_vitperf.workers import WorkerRecord, pin_gpu, share_host, worker_count, worker_index
 
 if TYPE_CHECKING:
     import torch
@@ -36,11 +36,12 @@ GPU_WARMUP_MS = 2000.0
 CPU_WARMUP_MS = 200.0
 
 
-def visible_gpus() -> int:
-    """CUDA GPUs this process may use (CUDA_VISIBLE_DEVICES applies); 0 on a machine without any."""
+def visible_gpus() -> list[str]:
+    """UUIDs of the CUDA GPUs this process may use (CUDA_VISIBLE_DEVICES applies); none on a CPU machine."""
     import torch
 
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return [f"GPU-{torch.cuda.get_device_properties(i).uuid}" for i in range(count)]
 
 
 class VitperfSession:
@@ -62,26 +63,28 @@ class VitperfSession:
         self._references: dict[tuple[str, int], torch.Tensor] = {}  # (model, batch) -> FP32 output, on the host
         self._output_errors: dict[tuple[str, str, int], OutputError] = {}
         self._floors: dict[Path, FloorsFile | None] = {}
+        self.gpu_index = 0  # among the GPUs the run was started with; a pinned worker sees its own as cuda:0
 
     # -- where we run ---------------------------------------------------------------------------
     @cached_property
-    def gpu_count(self) -> int:
+    def gpus(self) -> list[str]:
         return visible_gpus()
+
+    def pin(self, gpus: list[str]) -> None:
+        """In xdist worker k (before CUDA starts): see only GPU k mod len(gpus), and take a share of the host's cores.
+        Every process then compiles for cuda:0, so compiled kernels cached by one worker serve the others, and a
+        one-process run, whichever GPU they ran on (Inductor's cache keys include the device index)."""
+        self.gpu_index = pin_gpu(gpus, worker_index())
+        if worker_count() > 1:
+            share_host(worker_count())
 
     @cached_property
     def device(self) -> Device:
-        """This process's GPU (an xdist worker k takes GPU k mod the visible ones, and its share of the host's cores),
-        made torch's current device so that compiled code, graphs and allocations stay on it; else the CPU."""
+        """This process's GPU, cuda:0 (a pinned worker sees only its own), else the CPU."""
         start = time.perf_counter()
         from pytest_vitperf.env import probe_device
 
-        if worker_index() is not None and worker_count() > 1:
-            share_host(worker_count())
-        device = probe_device(gpu_for_worker(worker_index(), self.gpu_count))
-        if device.sm is not None:
-            import torch
-
-            torch.cuda.set_device(device.index)
+        device = probe_device(0)
         self._startup_s["device"] = round(time.perf_counter() - start, 1)
         return device
 
@@ -207,7 +210,7 @@ class VitperfSession:
             device=self.device.name,
             sm=self.device.sm,
             timer=engine.clock.name,
-            gpu_index=None if self.device.sm is None else self.device.index,
+            gpu_index=None if self.device.sm is None else self.gpu_index,
             gpu_uuid=self.device.uuid,
             options={
                 **self.timing(),
@@ -275,7 +278,7 @@ class VitperfSession:
         d = self.device if "device" in self.__dict__ else None  # a worker that measured nothing probed nothing
         return WorkerRecord(
             worker=worker,
-            gpu_index=d.index if d is not None and d.sm is not None else None,
+            gpu_index=self.gpu_index if d is not None and d.sm is not None else None,
             gpu_uuid=d.uuid if d is not None else None,
             startup_s=dict(self._startup_s),
             prepare_s=round(sum(self._prepare_s.values()), 1),

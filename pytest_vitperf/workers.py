@@ -72,6 +72,15 @@ def gpu_for_worker(worker: int | None, gpus: int) -> int:
     return (worker or 0) % gpus if gpus else 0
 
 
+def pin_gpu(gpus: list[str], worker: int | None) -> int:
+    """Make GPU `worker` mod len(gpus) (UUIDs) the only one this process sees; return its index in `gpus`. Must run
+    before CUDA starts in this process: CUDA reads CUDA_VISIBLE_DEVICES once."""
+    index = gpu_for_worker(worker, len(gpus))
+    if gpus:
+        os.environ["CUDA_VISIBLE_DEVICES"] = gpus[index]
+    return index
+
+
 def too_many_workers(workers: int, gpus: int, share: bool) -> str | None:
     """Why `workers` xdist workers on `gpus` GPUs (0: the CPU) would mislead, or None. Workers that share a device
     time each other's work."""

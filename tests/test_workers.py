@@ -5,6 +5,7 @@ GPU pinning itself ran on a machine with two GPUs (README, "Several GPUs")."""
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections import defaultdict
 from dataclasses import replace
@@ -19,7 +20,7 @@ from pytest_vitperf.measurement import Measurement, Spec
 from pytest_vitperf.models import MODEL_NAMES
 from pytest_vitperf.precision import PRECISIONS
 from pytest_vitperf.report import summary
-from pytest_vitperf.workers import case_id, family_of, gpu_for_worker, too_many_workers, worker_index
+from pytest_vitperf.workers import case_id, family_of, gpu_for_worker, pin_gpu, too_many_workers, worker_index
 from tests.conftest import FAST
 
 pytest.importorskip("xdist")
@@ -48,6 +49,14 @@ def test_worker_k_takes_gpu_k_mod_the_visible_gpus(monkeypatch: pytest.MonkeyPat
     assert gpu_for_worker(worker_index(), 0) == 0  # a CPU: nothing to pin
     monkeypatch.delenv("PYTEST_XDIST_WORKER")
     assert worker_index() is None and gpu_for_worker(None, 8) == 0
+
+
+def test_a_worker_sees_only_its_own_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")  # what the run was started with: two GPUs, by UUID below
+    assert pin_gpu(["GPU-aa", "GPU-bb"], 3) == 1
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "GPU-bb"  # so it compiles for cuda:0, like every other worker
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert pin_gpu([], 1) == 0 and os.environ["CUDA_VISIBLE_DEVICES"] == ""  # a CPU: nothing to pin
 
 
 @pytest.mark.parametrize(
