@@ -1,4 +1,4 @@
-"""The `vitperf` command: capabilities, env, compare, import-trtexec, layers, show."""
+"""The `vitperf` command: capabilities, env, compare, import-trtexec, layers, history, show."""
 
 from __future__ import annotations
 
@@ -156,6 +156,29 @@ def _layers(args: argparse.Namespace) -> int:
     return 0
 
 
+def _history(args: argparse.Namespace) -> int:
+    from pytest_vitperf.baselines.history import figure_name, plot, series, steps
+
+    all_series = series(args.dir)
+    if not all_series:
+        raise SystemExit(f"vitperf history: no history under {args.dir}; record some with: "
+                         f"pytest --gpu-bench suites/ --vitperf-history {args.dir}")  # fmt: skip
+    rows, slower = [], 0
+    for key, points in all_series.items():
+        found = steps(points, args.penalty)
+        for s in found:
+            rows.append((*key, str(len(points)), f"run {s.index + 1} ({s.time}, {key[0]} {s.backend_version})",
+                         f"{s.before:.3f} -> {s.after:.3f} ms", f"{s.change:+.1%}"))  # fmt: skip
+            slower += s.change > 0
+        if not found:
+            rows.append((*key, str(len(points)), "none", "-", "-"))
+        if args.plots is not None:
+            print(f"wrote {plot(key, points, found, args.plots / figure_name(key))}")
+    for line in table(("backend", "gpu", "model", "entry", "runs", "step at", "level", "change"), rows):
+        print(line)
+    return 1 if args.fail_on_slowdown and slower else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vitperf", description="pytest-vitperf utilities")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -192,6 +215,13 @@ def build_parser() -> argparse.ArgumentParser:
     lay.add_argument("--profile", type=Path, help="trtexec --exportProfile output: adds time per precision")
     lay.add_argument("--top", type=int, default=5, help="slowest layers to list (5)")
     lay.set_defaults(func=_layers)
+
+    his = sub.add_parser("history", help="find steps in each series of a --vitperf-history folder (ruptures' PELT)")
+    his.add_argument("dir", type=Path, help="the folder given to --vitperf-history")
+    his.add_argument("--plots", type=Path, help="write one PNG per series here, each step marked")
+    his.add_argument("--penalty", type=float, default=6.0, help="PELT penalty in sigma^2 ln(n) units (6: see docs)")
+    his.add_argument("--fail-on-slowdown", action="store_true", help="exit 1 when a step made anything slower")
+    his.set_defaults(func=_history)
 
     show = sub.add_parser("show", help="list baselines as a table")
     show.add_argument("path", nargs="?", default=str(DEFAULT_BASELINES), help="a baselines folder or one file")

@@ -35,6 +35,7 @@ COMPILE = "--vitperf-compile"
 CACHE_DIR = "--vitperf-cache-dir"
 FLOORS = "--vitperf-floors"
 BASELINE_DIR = "--vitperf-baseline-dir"
+HISTORY = "--vitperf-history"
 THRESHOLD = "--vitperf-regression-threshold"
 NOISE = "--vitperf-noise-threshold"
 MAX_NOISE = "--vitperf-max-noise"
@@ -241,6 +242,13 @@ OPTIONS: tuple[_Option, ...] = (
         "baselines folder (<backend>/<version>/<gpu>/<model>.json). Default: baselines/ in the rootdir, if any.",
     ),
     _Option(
+        HISTORY,
+        parse_path,
+        "DIR",
+        "append this run's medians to a history (<backend>/<version>/<gpu>/<model>.json, one run per entry), for "
+        "`vitperf history DIR` to find steps across nightly runs. Default: none.",
+    ),
+    _Option(
         THRESHOLD,
         parse_threshold,
         "REL",
@@ -357,6 +365,7 @@ class Settings:
     cache_dir: Path | None = None
     floors: Path | None = None
     baseline_dir: Path | None = None
+    history: Path | None = None
     regression_threshold: float = 0.05
     noise_threshold: float = NOISY_COV
     max_noise: float | None = None
@@ -373,7 +382,7 @@ class Settings:
 _DEFAULTS = Settings()
 
 
-PATH_SETTINGS = ("cache_dir", "floors", "baseline_dir")
+PATH_SETTINGS = ("cache_dir", "floors", "baseline_dir", "history")
 
 
 def _anchored(value: str, base: Path) -> Path:

@@ -163,6 +163,13 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         tr.write_sep("-", "vitperf accuracy (digits ViT test split, against its FP32 model)")
         for line in accuracy_summary(session.accuracies, session.measurements.values()):
             tr.write_line(line)
+    if session.history_written or session.history_error:
+        tr.write_sep("-", f"vitperf history ({session.settings.history})")
+        if session.history_error:
+            tr.write_line(f"NOT WRITTEN: {session.history_error}; the run fails: fix that, then run again")
+        else:
+            tr.write_line(f"appended this run to {len(session.history_written)} file(s); find steps with: "
+                          f"vitperf history {session.settings.history}")  # fmt: skip
     if session.outcomes or session.writes:
         from pytest_vitperf.report import baseline_summary
 
@@ -207,7 +214,11 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     workeroutput = getattr(session.config, "workeroutput", None)
     if workeroutput is not None:
         workeroutput["vitperf"] = vs.export(session.config.workerinput["workerid"])  # type: ignore[attr-defined]
-    elif any(w.error is not None for w in vs.writes) and session.exitstatus == pytest.ExitCode.OK:
+        return
+    if vs.settings.history is not None:
+        vs.write_history()  # the controller, once it holds every worker's measurements
+    failed_write = vs.history_error is not None or any(w.error is not None for w in vs.writes)
+    if failed_write and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a nightly job must not believe it refreshed them
 
 

@@ -63,6 +63,8 @@ class VitperfSession:
         self._references: dict[tuple[str, int], torch.Tensor] = {}  # (model, batch) -> FP32 output, on the host
         self._output_errors: dict[tuple[str, str, int], OutputError] = {}
         self._floors: dict[Path, FloorsFile | None] = {}
+        self.history_written: list[Path] = []
+        self.history_error: str | None = None
         self.gpu_index = 0  # among the GPUs the run was started with; a pinned worker sees its own as cuda:0
 
     # -- where we run ---------------------------------------------------------------------------
@@ -264,6 +266,18 @@ class VitperfSession:
         for key, nodeid in self._measured_here.items():
             m = self.measurements[key]
             self.writes.append(write(self.baselines, to_baseline(m, self.environment, measured_provenance(m, nodeid))))
+
+    def write_history(self) -> None:
+        """Append the run's medians to --vitperf-history; a failure is kept for the summary and fails the run."""
+        from filelock import Timeout
+
+        from pytest_vitperf.baselines.history import append
+
+        assert self.settings.history is not None
+        try:
+            self.history_written = append(self.settings.history, self.measurements.values())
+        except (OSError, ValueError, Timeout) as exc:  # a history file that cannot be read is a ValueError
+            self.history_error = str(exc)
 
     # -- results --------------------------------------------------------------------------------
     def record(self, m: Measurement, nodeid: str = "") -> None:
