@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from pytest_vitperf.exports import FORMATS
 from pytest_vitperf.hookspec import backend_names
 from pytest_vitperf.measurement import NOISY_COV
 from pytest_vitperf.models import MODEL_NAMES, canonical_model_name
@@ -36,6 +37,7 @@ CACHE_DIR = "--vitperf-cache-dir"
 FLOORS = "--vitperf-floors"
 BASELINE_DIR = "--vitperf-baseline-dir"
 HISTORY = "--vitperf-history"
+EXPORT = "--vitperf-export"
 THRESHOLD = "--vitperf-regression-threshold"
 NOISE = "--vitperf-noise-threshold"
 MAX_NOISE = "--vitperf-max-noise"
@@ -155,6 +157,19 @@ def parse_path(value: str) -> str:
     return value.strip()
 
 
+def parse_exports(value: str) -> tuple[tuple[str, str], ...]:
+    """`github-action-benchmark=gab.json,bencher=bmf.json` -> ((format, file), ...)."""
+
+    def pair(item: str) -> tuple[str, str]:
+        fmt, sep, path = item.partition("=")
+        if not sep or fmt.strip() not in FORMATS or not path.strip():
+            valid = ", ".join(FORMATS)
+            raise argparse.ArgumentTypeError(f"{item!r} is not FORMAT=FILE with FORMAT one of: {valid}")
+        return fmt.strip(), path.strip()
+
+    return _comma_list(value, pair, "no FORMAT=FILE given")
+
+
 def parse_bool(value: str) -> bool:
     v = value.strip().lower()
     if v in ("1", "true", "yes", "on"):
@@ -247,6 +262,13 @@ OPTIONS: tuple[_Option, ...] = (
         "DIR",
         "append this run's medians to a history (<backend>/<version>/<gpu>/<model>.json, one run per entry), for "
         "`vitperf history DIR` to find steps across nightly runs. Default: none.",
+    ),
+    _Option(
+        EXPORT,
+        parse_exports,
+        "FORMAT=FILE,...",
+        "write this run's medians for a CI dashboard: github-action-benchmark (customSmallerIsBetter JSON) or bencher "
+        "(Bencher Metric Format). Default: none.",
     ),
     _Option(
         THRESHOLD,
@@ -366,6 +388,7 @@ class Settings:
     floors: Path | None = None
     baseline_dir: Path | None = None
     history: Path | None = None
+    export: tuple[tuple[str, Path], ...] = ()
     regression_threshold: float = 0.05
     noise_threshold: float = NOISY_COV
     max_noise: float | None = None
@@ -382,10 +405,12 @@ class Settings:
 _DEFAULTS = Settings()
 
 
-PATH_SETTINGS = ("cache_dir", "floors", "baseline_dir", "history")
+PATH_SETTINGS = ("cache_dir", "floors", "baseline_dir", "history", "export")
 
 
-def _anchored(value: str, base: Path) -> Path:
+def _anchored(value: Any, base: Path) -> Any:
+    if isinstance(value, tuple):  # --vitperf-export's FORMAT=FILE pairs
+        return tuple((fmt, _anchored(path, base)) for fmt, path in value)
     path = Path(value).expanduser()
     return path if path.is_absolute() else base / path
 

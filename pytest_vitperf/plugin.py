@@ -163,19 +163,33 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         tr.write_sep("-", "vitperf accuracy (digits ViT test split, against its FP32 model)")
         for line in accuracy_summary(session.accuracies, session.measurements.values()):
             tr.write_line(line)
-    if session.history_written or session.history_error:
-        tr.write_sep("-", f"vitperf history ({session.settings.history})")
-        if session.history_error:
-            tr.write_line(f"NOT WRITTEN: {session.history_error}; the run fails: fix that, then run again")
-        else:
-            tr.write_line(f"appended this run to {len(session.history_written)} file(s); find steps with: "
-                          f"vitperf history {session.settings.history}")  # fmt: skip
+    _files_written(tr, session)
     if session.outcomes or session.writes:
         from pytest_vitperf.report import baseline_summary
 
         tr.write_sep("-", f"vitperf baselines ({session.settings.baseline_dir})")
         for line in baseline_summary(session.outcomes, session.writes):
             tr.write_line(line)
+
+
+def _files_written(tr: Any, session: VitperfSession) -> None:
+    """The history and export files this run wrote, or why not (which fails the run)."""
+    fix = "the run fails: fix that, then run again"
+    if session.history_written or session.history_error:
+        tr.write_sep("-", f"vitperf history ({session.settings.history})")
+        if session.history_error:
+            tr.write_line(f"NOT WRITTEN: {session.history_error}; {fix}")
+        else:
+            n = len(session.history_written)
+            tr.write_line(
+                f"appended this run to {n} file(s); find steps with: vitperf history {session.settings.history}"
+            )
+    if session.exported or session.export_errors:
+        tr.write_sep("-", "vitperf exports")
+        for line in session.exported:
+            tr.write_line(f"wrote {line}")
+        for line in session.export_errors:
+            tr.write_line(f"NOT WRITTEN {line}; {fix}")
 
 
 # -- xdist: one worker per GPU, a family per worker, results handed to the controller ----------
@@ -217,7 +231,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         return
     if vs.settings.history is not None:
         vs.write_history()  # the controller, once it holds every worker's measurements
-    failed_write = vs.history_error is not None or any(w.error is not None for w in vs.writes)
+    vs.write_exports()
+    failed_write = bool(vs.history_error or vs.export_errors) or any(w.error is not None for w in vs.writes)
     if failed_write and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a nightly job must not believe it refreshed them
 

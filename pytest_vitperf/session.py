@@ -65,6 +65,8 @@ class VitperfSession:
         self._floors: dict[Path, FloorsFile | None] = {}
         self.history_written: list[Path] = []
         self.history_error: str | None = None
+        self.exported: list[str] = []
+        self.export_errors: list[str] = []
         self.gpu_index = 0  # among the GPUs the run was started with; a pinned worker sees its own as cuda:0
 
     # -- where we run ---------------------------------------------------------------------------
@@ -278,6 +280,21 @@ class VitperfSession:
             self.history_written = append(self.settings.history, self.measurements.values())
         except (OSError, ValueError, Timeout) as exc:  # a history file that cannot be read is a ValueError
             self.history_error = str(exc)
+
+    def write_exports(self) -> None:
+        """Write --vitperf-export's files; a failure is kept for the summary and fails the run."""
+        import json
+
+        from pytest_vitperf.baselines.store import write_atomic
+        from pytest_vitperf.exports import FORMATS
+
+        for fmt, path in self.settings.export:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                write_atomic(path, json.dumps(FORMATS[fmt](self.measurements.values()), indent=1) + "\n")
+                self.exported.append(f"{fmt}: {path}")
+            except OSError as exc:
+                self.export_errors.append(f"{fmt} {path}: {exc.strerror or exc}")
 
     # -- results --------------------------------------------------------------------------------
     def record(self, m: Measurement, nodeid: str = "") -> None:
