@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from dataclasses import astuple
@@ -82,7 +83,7 @@ def _compare(args: argparse.Namespace) -> int:
         floor_overrides=dict(args.floor),
         threshold=args.threshold,
     )
-    text = report.markdown()
+    text = report.markdown() if args.format == "markdown" else json.dumps(report.to_dict(), indent=1) + "\n"
     if args.out:
         Path(args.out).write_text(text, encoding="utf-8")
     print(text, end="")
@@ -195,7 +196,9 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--floors", type=Path, default=DEFAULT_FLOORS, help="floors file judged on the --to version")
     cmp.add_argument("--floor", action="append", type=_floor, default=[], metavar="PRECISION=SPEEDUP")
     cmp.add_argument("--threshold", type=float, default=0.05, help="relative latency change that counts (0.05)")
-    cmp.add_argument("--out", help="also write the markdown report here")
+    cmp.add_argument("--format", choices=("markdown", "json"), default="markdown",
+                     help="markdown: a pull-request comment; json: a machine-readable verdict")  # fmt: skip
+    cmp.add_argument("--out", help="also write the report here, in --format")
     cmp.add_argument("--fail-on-regression", action="store_true", help="exit 1 on a regression or failed floor")
     cmp.set_defaults(func=_compare)
 

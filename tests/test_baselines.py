@@ -284,6 +284,18 @@ def test_upgrade_report_fails_a_floor_and_says_why(capsys: pytest.CaptureFixture
     assert (tmp_path / "r.md").read_text() == out
 
 
+def test_upgrade_verdict_as_json_for_a_machine(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    args = ["compare", "--from", "tensorrt/10.14.1", "--to", "tensorrt/10.16.0", "--baseline-dir", str(SEED_BASELINES)]
+    rc = main(
+        [*args, "--floor", "nvfp4=1.55", "--fail-on-regression", "--format", "json", "--out", str(tmp_path / "v")]
+    )
+    verdict = json.loads(capsys.readouterr().out)
+    assert rc == 1 and verdict["passed"] is False and verdict["floor_failures"] == 1 and verdict["regressions"] == 0
+    nvfp4 = next(r for r in verdict["rows"] if r["precision"] == "nvfp4")
+    assert nvfp4["floor"] == 1.55 and nvfp4["floor_failed"] and nvfp4["new_speedup"] == pytest.approx(1.53, abs=0.005)
+    assert json.loads((tmp_path / "v").read_text()) == verdict
+
+
 def test_upgrade_report_errors() -> None:
     store = JsonDirStorage(SEED_BASELINES)
     with pytest.raises(UpgradeError, match=r"no baselines for tensorrt/9\.0"):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Any
 
 from pytest_vitperf.baselines.compare import IMPROVEMENT, REGRESSION, THRESHOLD, Comparison, compare_to
 from pytest_vitperf.baselines.store import Baseline, BaselineStorage
@@ -68,6 +69,26 @@ class UpgradeReport:
 
     def markdown(self) -> str:
         return render_markdown(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The verdict for a machine: what passed, and every row's latencies, change and speedups."""
+        rows = []
+        for g in self.groups:
+            for r in g.rows:
+                c = r.comparison
+                rows.append({
+                    "model": g.model, "batch": g.batch, "precision": r.precision,
+                    "old_ms": r.old.value if r.old else None, "new_ms": r.new.value if r.new else None,
+                    "statistic": c.statistic if c else None, "change": c.change if c else None,
+                    "delta": round(c.delta, 6) if c else None, "p_value": c.p_value if c else None,
+                    "old_speedup": r.old_speedup, "new_speedup": r.new_speedup,
+                    "floor": r.floor, "floor_failed": r.floor_failed,
+                })  # fmt: skip
+        return {
+            "schema": 1, "backend": self.backend, "from": self.old, "to": self.new, "gpu": self.gpu,
+            "threshold": self.threshold, "passed": self.passed, "regressions": len(self.regressions),
+            "floor_failures": len(self.floor_failures), "rows": rows,
+        }  # fmt: skip
 
 
 def _select_gpu(storage_root_versions: dict[str, set[str]], gpu: str | None) -> str:
