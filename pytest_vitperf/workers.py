@@ -58,8 +58,8 @@ def worker_count() -> int:
 
 def share_host(workers: int) -> None:
     """Give this worker its share of the host's cores. Left alone, torch's threads and Inductor's compile processes
-    each claim every core in every worker: with two workers on 2x H200, warm engine preparation took 1.6x longer
-    than in one process."""
+    claim every core in every worker, and the workers' host-side work (preparation, the FP32 reference on the CPU)
+    oversubscribes the machine."""
     import torch
     import torch._inductor.config as inductor
 
