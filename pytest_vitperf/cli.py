@@ -1,4 +1,4 @@
-"""The `vitperf` command: capabilities, env, compare, import-trtexec, layers, history, show."""
+"""The `vitperf` command: capabilities, env, compare, import-trtexec, layers, history, report, show."""
 
 from __future__ import annotations
 
@@ -180,6 +180,14 @@ def _history(args: argparse.Namespace) -> int:
     return 1 if args.fail_on_slowdown and slower else 0
 
 
+def _report(args: argparse.Namespace) -> int:
+    from pytest_vitperf.pictures import from_pytest_benchmark, write
+
+    for path in write(args.out, from_pytest_benchmark(args.file), source=str(args.file)):
+        print(f"wrote {path}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vitperf", description="pytest-vitperf utilities")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -225,6 +233,11 @@ def build_parser() -> argparse.ArgumentParser:
     his.add_argument("--penalty", type=float, default=6.0, help="PELT penalty in sigma^2 ln(n) units (6: see docs)")
     his.add_argument("--fail-on-slowdown", action="store_true", help="exit 1 when a step made anything slower")
     his.set_defaults(func=_history)
+
+    rep = sub.add_parser("report", help="report.md and figures from a stored --benchmark-json (no GPU needed)")
+    rep.add_argument("file", type=Path, help="a pytest-benchmark JSON written by a --gpu-bench run")
+    rep.add_argument("--out", type=Path, required=True, help="folder for report.md, the PNGs and data.json")
+    rep.set_defaults(func=_report)
 
     show = sub.add_parser("show", help="list baselines as a table")
     show.add_argument("path", nargs="?", default=str(DEFAULT_BASELINES), help="a baselines folder or one file")

@@ -38,6 +38,7 @@ FLOORS = "--vitperf-floors"
 BASELINE_DIR = "--vitperf-baseline-dir"
 HISTORY = "--vitperf-history"
 EXPORT = "--vitperf-export"
+REPORT = "--vitperf-report"
 THRESHOLD = "--vitperf-regression-threshold"
 NOISE = "--vitperf-noise-threshold"
 MAX_NOISE = "--vitperf-max-noise"
@@ -264,6 +265,14 @@ OPTIONS: tuple[_Option, ...] = (
         "`vitperf history DIR` to find steps across nightly runs. Default: none.",
     ),
     _Option(
+        REPORT,
+        parse_path,
+        "DIR",
+        "write report.md, figures (speedup with floors, latency distributions, kernel time by kind, accuracy against "
+        "speed) and data.json here at the end of the run; `vitperf report` does the same from a stored "
+        "--benchmark-json. Default: none.",
+    ),
+    _Option(
         EXPORT,
         parse_exports,
         "FORMAT=FILE,...",
@@ -389,6 +398,7 @@ class Settings:
     baseline_dir: Path | None = None
     history: Path | None = None
     export: tuple[tuple[str, Path], ...] = ()
+    report: Path | None = None
     regression_threshold: float = 0.05
     noise_threshold: float = NOISY_COV
     max_noise: float | None = None
@@ -405,7 +415,7 @@ class Settings:
 _DEFAULTS = Settings()
 
 
-PATH_SETTINGS = ("cache_dir", "floors", "baseline_dir", "history", "export")
+PATH_SETTINGS = ("cache_dir", "floors", "baseline_dir", "history", "export", "report")
 
 
 def _anchored(value: Any, base: Path) -> Any:

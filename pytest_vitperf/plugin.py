@@ -232,6 +232,14 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if vs.settings.history is not None:
         vs.write_history()  # the controller, once it holds every worker's measurements
     vs.write_exports()
+    if vs.settings.report is not None and vs.measurements:
+        from pytest_vitperf.pictures import write
+
+        floors = {k: v.floor for k, v in vs.verdicts.items() if v.floor is not None}
+        try:
+            vs.exported += [f"report: {p}" for p in write(vs.settings.report, vs.measurements.values(), floors)]
+        except OSError as exc:
+            vs.export_errors.append(f"report {vs.settings.report}: {exc.strerror or exc}")
     failed_write = bool(vs.history_error or vs.export_errors) or any(w.error is not None for w in vs.writes)
     if failed_write and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a nightly job must not believe it refreshed them

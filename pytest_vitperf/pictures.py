@@ -1,0 +1,190 @@
+"""A run as a report a person looks at: `--vitperf-report DIR` at the end of a run, or `vitperf report` from a stored
+pytest-benchmark JSON (no GPU needed). Writes report.md, one PNG per figure and data.json.
+
+Figures, per (model, batch), each ratio taken on one GPU:
+- speedup over FP16 per precision, the floor drawn over its bar;
+- latency distribution of the raw samples per precision (box plot);
+- kernel time by kind per precision, when the run profiled kernels (--vitperf-kernels);
+- accuracy against speed: the output's distance from FP32 (1 - cosine) against the speedup.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from pytest_vitperf.env import slug
+from pytest_vitperf.jsonfile import FileError, read_json
+from pytest_vitperf.measurement import Measurement, Spec
+from pytest_vitperf.precision import REFERENCE, sort_key
+from pytest_vitperf.report import summary
+
+Key = tuple[str, str, int, str]
+KINDS = ("gemm", "attention", "quantize", "norm", "elementwise", "other")
+COLORS = {"gemm": "#1f77b4", "attention": "#ff7f0e", "quantize": "#d62728", "norm": "#2ca02c",
+          "elementwise": "#9467bd", "other": "#7f7f7f"}  # fmt: skip
+
+
+class BenchmarkJsonError(FileError):
+    kind = "pytest-benchmark JSON"
+
+
+def from_pytest_benchmark(path: Path) -> list[Measurement]:
+    """The measurements of a `--benchmark-json` file written by this plugin (raw samples, options, clocks)."""
+    from pytest_vitperf.clocks import ClockReading
+
+    doc = read_json(path, BenchmarkJsonError)
+    out = []
+    for b in doc.get("benchmarks", []) if isinstance(doc, dict) else []:
+        v = b.get("extra_info", {}).get("vitperf")
+        if not v:
+            continue  # a benchmark of pytest-benchmark's own fixture, not a measurement
+        p = b["params"]
+        spec = Spec(p["model"], p["precision"], int(p["batch"]), v["backend"], v.get("backend_version"), v["device"],
+                    v.get("sm"), v.get("timer", "perf_counter"), v.get("gpu_index"), v.get("gpu_uuid"),
+                    {k: val for k, val in b.get("options", {}).items() if k != "timer"})  # fmt: skip
+        clocks = tuple(ClockReading(**r) for r in v.get("clocks", []))
+        out.append(Measurement(spec, tuple(s * 1e3 for s in b["stats"]["data"]), clocks))
+    if not out:
+        raise BenchmarkJsonError(path, "holds no pytest-vitperf measurement; write one with: "
+                                       "pytest --gpu-bench suites/ --benchmark-json run.json")  # fmt: skip
+    return out
+
+
+def _families(ms: Iterable[Measurement]) -> dict[tuple[str, int, str, str | None], list[Measurement]]:
+    out: dict[tuple[str, int, str, str | None], list[Measurement]] = defaultdict(list)
+    for m in ms:
+        out[(m.spec.model, m.spec.batch, m.spec.backend, m.spec.gpu_uuid)].append(m)
+    return {k: sorted(v, key=lambda m: sort_key(m.spec.precision)) for k, v in sorted(out.items(), key=str)}
+
+
+def _plt() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _title(family: tuple[str, int, str, str | None], what: str, device: str) -> str:
+    model, batch, backend, _ = family
+    return f"{what}: {model} batch {batch}, {backend} on {device}"
+
+
+def speedup_figure(family: Any, ms: list[Measurement], floors: dict[Key, float], path: Path) -> Path | None:
+    ref = next((m for m in ms if m.spec.precision == REFERENCE), None)
+    others = [m for m in ms if m.spec.precision != REFERENCE]
+    if ref is None or not others:
+        return None
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(7, 3.4), dpi=100)
+    names = [m.spec.precision for m in others]
+    speedups = [ref.median / m.median for m in others]
+    bars = ax.bar(names, speedups, color=["#2ca02c" if s >= 1 else "#d62728" for s in speedups])
+    ax.axhline(1.0, color="black", lw=0.8)
+    for i, m in enumerate(others):
+        floor = floors.get(m.spec.key)
+        if floor is not None:
+            ax.hlines(floor, i - 0.4, i + 0.4, color="black", ls="--", lw=1.5, label="floor" if i == 0 else "_")
+    ax.bar_label(bars, [f"{s:.2f}x" for s in speedups], fontsize=8)
+    ax.set_ylabel(f"speedup over {REFERENCE} (median)")
+    ax.set_title(_title(family, "Speedup", ms[0].spec.device), fontsize=9)
+    ax.tick_params(axis="x", labelrotation=30, labelsize=8)
+    if floors:
+        ax.legend(fontsize=7)
+    return _save(fig, plt, path)
+
+
+def latency_figure(family: Any, ms: list[Measurement], path: Path) -> Path:
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(7, 3.4), dpi=100)
+    ax.boxplot([list(m.samples_ms) for m in ms], showfliers=False)
+    ax.set_xticks(range(1, len(ms) + 1), [m.spec.precision for m in ms])
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter("{x:g}")
+    ax.yaxis.set_minor_formatter("{x:g}")
+    ax.tick_params(axis="y", which="minor", labelsize=7)
+    ax.set_ylabel("latency per sample (ms, log)")
+    ax.set_title(_title(family, "Latency", ms[0].spec.device), fontsize=9)
+    ax.tick_params(axis="x", labelrotation=30, labelsize=8)
+    return _save(fig, plt, path)
+
+
+def kernel_figure(family: Any, ms: list[Measurement], path: Path) -> Path | None:
+    profiled = [m for m in ms if m.spec.options.get("kernels")]
+    if not profiled:
+        return None
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(7, 0.4 * len(profiled) + 1.8), dpi=100)
+    left = [0.0] * len(profiled)
+    for kind in KINDS:
+        widths = [float(m.spec.options["kernels"]["by_category"].get(kind, 0.0)) for m in profiled]
+        ax.barh([m.spec.precision for m in profiled], widths, left=left, color=COLORS[kind], label=kind)
+        left = [a + b for a, b in zip(left, widths, strict=True)]
+    ax.invert_yaxis()
+    ax.set_xlabel("kernel time per inference (ms)")
+    ax.set_title(_title(family, "Kernel time by kind", ms[0].spec.device), fontsize=9)
+    ax.legend(fontsize=7, ncol=len(KINDS), loc="upper center", bbox_to_anchor=(0.5, -0.25), frameon=False)
+    return _save(fig, plt, path)
+
+
+def tradeoff_figure(family: Any, ms: list[Measurement], path: Path) -> Path | None:
+    ref = next((m for m in ms if m.spec.precision == REFERENCE), None)
+    points = [(m.spec.precision, ref.median / m.median, 1 - m.spec.options["output_error"]["cosine"])
+              for m in ms if ref is not None and m.spec.options.get("output_error")]  # fmt: skip
+    if not points:
+        return None
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6, 3.6), dpi=100)
+    for name, x, y in points:
+        ax.scatter(x, max(y, 1e-9), color="#1f77b4")
+        ax.annotate(name, (x, max(y, 1e-9)), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    ax.set_yscale("log")
+    ax.axvline(1.0, color="gray", lw=0.8)
+    ax.set_xlabel(f"speedup over {REFERENCE} (median)")
+    ax.set_ylabel("1 - cosine of the output vs FP32 (log)")
+    ax.set_title(_title(family, "Accuracy against speed", ms[0].spec.device), fontsize=9)
+    return _save(fig, plt, path)
+
+
+def _save(fig: Any, plt: Any, path: Path) -> Path:
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def write(out: Path, measurements: Iterable[Measurement], floors: dict[Key, float] | None = None,
+          source: str = "this run") -> list[Path]:  # fmt: skip
+    """report.md, the figures and data.json under `out`; returns the files written."""
+    ms = list(measurements)
+    floors = floors or {}
+    out.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    sections = []
+    for family, members in _families(ms).items():
+        model, batch, backend, uuid = family
+        stem = slug(f"{model}-b{batch}-{backend}-{(uuid or 'cpu')[:12]}")  # GPU-xxxxxxxx: two GPUs of a run apart
+        figures = [
+            speedup_figure(family, members, floors, out / f"speedup-{stem}.png"),
+            latency_figure(family, members, out / f"latency-{stem}.png"),
+            kernel_figure(family, members, out / f"kernels-{stem}.png"),
+            tradeoff_figure(family, members, out / f"tradeoff-{stem}.png"),
+        ]
+        made = [f for f in figures if f is not None]
+        written += made
+        sections += [f"## {model}, batch {batch} ({backend}, {members[0].spec.device})", ""]
+        sections += [f"![{f.stem}]({f.name})" for f in made] + [""]
+    data = {"measurements": [m.to_dict() for m in ms], "floors": [[*k, v] for k, v in floors.items()]}
+    (out / "data.json").write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    when = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    table = summary(ms, {})
+    text = "\n".join([f"# pytest-vitperf report ({source}, written {when})", "", "```", *table, "```", "", *sections])
+    (out / "report.md").write_text(text, encoding="utf-8")
+    return [out / "report.md", *written, out / "data.json"]

@@ -1,0 +1,65 @@
+"""The report's figures from a stored H200 run (`vitperf report`, no GPU) and from a run on the CPU
+(`--vitperf-report`); every figure is a PNG that a person can look at (docs/figures keeps one of each)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from pytest_vitperf.cli import main
+from pytest_vitperf.measurement import Measurement
+from pytest_vitperf.pictures import BenchmarkJsonError, from_pytest_benchmark, write
+from tests.conftest import FAST
+
+STORED = Path(__file__).parent / "data" / "h200-vit_base-b64-benchmark.json"  # -n 2 run on 2x H200, 2026-11-23
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_stored_benchmark_json_becomes_measurements_with_their_samples() -> None:
+    ms = {m.spec.precision: m for m in from_pytest_benchmark(STORED)}
+    assert sorted(ms) == sorted(["fp16", "fp32", "bf16", "int8", "int8-smoothquant", "fp8", "fp16-sparse24"])
+    fp8 = ms["fp8"]
+    assert fp8.spec.device == "NVIDIA H200" and fp8.spec.gpu_uuid and fp8.spec.options["output_error"]["cosine"] > 0.99
+    assert ms["fp16"].median / fp8.median == pytest.approx(1.253, abs=0.002)  # the table in docs/benchmarks.md
+    assert fp8.clocks and fp8.n == len(fp8.samples_ms)
+
+
+def test_vitperf_report_writes_every_figure_from_a_stored_run(tmp_path: Path) -> None:
+    assert main(["report", str(STORED), "--out", str(tmp_path)]) == 0
+    names = sorted(p.name.split("-")[0] for p in tmp_path.glob("*.png"))
+    assert names == ["latency", "speedup", "tradeoff"]  # no kernel figure: that run did not profile kernels
+    assert all(p.read_bytes()[:8] == PNG for p in tmp_path.glob("*.png"))
+    report = (tmp_path / "report.md").read_text()
+    assert "](speedup-vit-base-patch16-224-b64-torch-gpu-38c6df5e.png)" in report
+    assert any(line.split()[:2] == ["vit_base_patch16_224", "fp8"] for line in report.splitlines())
+    assert len(json.loads((tmp_path / "data.json").read_text())["measurements"]) == 7
+
+
+def test_kernel_figure_and_floors_appear_when_the_run_has_them(tmp_path: Path) -> None:
+    ms = from_pytest_benchmark(STORED)
+    split = {"gemm": 3.1, "attention": 0.9, "quantize": 0.4, "norm": 0.3, "elementwise": 0.5}
+    profiled = [replace(m, spec=replace(m.spec, options={**m.spec.options, "kernels": {"by_category": split}}))
+                for m in ms]  # fmt: skip
+    fp8 = next(m for m in profiled if m.spec.precision == "fp8")
+    files = write(tmp_path, profiled, {fp8.spec.key: 1.15})
+    assert sorted(p.name.split("-")[0] for p in files if p.suffix == ".png") == [
+        "kernels", "latency", "speedup", "tradeoff"]  # fmt: skip
+    assert json.loads((tmp_path / "data.json").read_text())["floors"][0][-1] == 1.15
+
+
+def test_a_file_without_measurements_is_named(tmp_path: Path) -> None:
+    (tmp_path / "other.json").write_text('{"benchmarks": [{"name": "test_x", "extra_info": {}}]}')
+    with pytest.raises(BenchmarkJsonError, match=r"holds no pytest-vitperf measurement; write one with: pytest"):
+        from_pytest_benchmark(tmp_path / "other.json")
+
+
+def test_the_option_writes_a_report_at_the_end_of_a_run(suite: pytest.Pytester) -> None:
+    r = suite.runpytest(*FAST, "--vitperf-precisions=fp16,fp32", "--vitperf-report=rep")
+    r.assert_outcomes(passed=2)
+    r.stdout.fnmatch_lines(["wrote report: */rep/report.md", "wrote report: */rep/speedup-*.png"])
+    assert (suite.path / "rep" / "report.md").read_text().startswith("# pytest-vitperf report (this run, written ")
+    data = json.loads((suite.path / "rep" / "data.json").read_text())
+    assert {Measurement.from_dict(m).spec.precision for m in data["measurements"]} == {"fp16", "fp32"}
