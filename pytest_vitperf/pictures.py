@@ -87,15 +87,14 @@ def speedup_figure(family: Any, ms: list[Measurement], floors: dict[Key, float],
     speedups = [ref.median / m.median for m in others]
     bars = ax.bar(names, speedups, color=["#2ca02c" if s >= 1 else "#d62728" for s in speedups])
     ax.axhline(1.0, color="black", lw=0.8)
-    for i, m in enumerate(others):
-        floor = floors.get(m.spec.key)
-        if floor is not None:
-            ax.hlines(floor, i - 0.4, i + 0.4, color="black", ls="--", lw=1.5, label="floor" if i == 0 else "_")
+    drawn = [(i, floors[m.spec.key]) for i, m in enumerate(others) if m.spec.key in floors]
+    for n, (i, floor) in enumerate(drawn):
+        ax.hlines(floor, i - 0.4, i + 0.4, color="black", ls="--", lw=1.5, label="_" if n else "floor")
     ax.bar_label(bars, [f"{s:.2f}x" for s in speedups], fontsize=8)
     ax.set_ylabel(f"speedup over {REFERENCE} (median)")
     ax.set_title(_title(family, "Speedup", ms[0].spec.device), fontsize=9)
     ax.tick_params(axis="x", labelrotation=30, labelsize=8)
-    if floors:
+    if drawn:
         ax.legend(fontsize=7)
     return _save(fig, plt, path)
 
