@@ -7,6 +7,7 @@ Heavy modules (torch, timm, modelopt, tensorrt) are imported by fixtures and bac
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 from typing import Any, cast
 
 import pytest
@@ -233,16 +234,21 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         vs.write_history()  # the controller, once it holds every worker's measurements
     vs.write_exports()
     if vs.settings.report is not None and vs.measurements:
-        from pytest_vitperf.pictures import write
-
-        floors = {k: v.floor for k, v in vs.verdicts.items() if v.floor is not None}
-        try:
-            vs.exported += [f"report: {p}" for p in write(vs.settings.report, vs.measurements.values(), floors)]
-        except OSError as exc:
-            vs.export_errors.append(f"report {vs.settings.report}: {exc.strerror or exc}")
+        _write_report(vs, vs.settings.report)
     failed_write = bool(vs.history_error or vs.export_errors) or any(w.error is not None for w in vs.writes)
     if failed_write and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a nightly job must not believe it refreshed them
+
+
+def _write_report(vs: VitperfSession, out: Path) -> None:
+    """--vitperf-report: here, not in the session, because the figures sit above it (pictures imports report)."""
+    from pytest_vitperf.pictures import write
+
+    floors = {k: v.floor for k, v in vs.verdicts.items() if v.floor is not None}
+    try:
+        vs.exported += [f"report: {p}" for p in write(out, vs.measurements.values(), floors)]
+    except OSError as exc:
+        vs.export_errors.append(f"report {out}: {exc.strerror or exc}")
 
 
 @pytest.hookimpl(optionalhook=True)

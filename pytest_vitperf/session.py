@@ -79,8 +79,9 @@ class VitperfSession:
         Every process then compiles for cuda:0, so compiled kernels cached by one worker serve the others, and a
         one-process run, whichever GPU they ran on (Inductor's cache keys include the device index)."""
         self.gpu_index = pin_gpu(gpus, worker_index())
-        if worker_count() > 1:
-            share_host(worker_count())
+        workers = worker_count()
+        if workers > 1:
+            share_host(workers)
 
     @cached_property
     def device(self) -> Device:
@@ -290,7 +291,6 @@ class VitperfSession:
 
         for fmt, path in self.settings.export:
             try:
-                path.parent.mkdir(parents=True, exist_ok=True)
                 write_atomic(path, json.dumps(FORMATS[fmt](self.measurements.values()), indent=1) + "\n")
                 self.exported.append(f"{fmt}: {path}")
             except OSError as exc:
