@@ -1,4 +1,4 @@
-"""Fixtures: vit_model, engine, vitperf_plan, bench, speedup_floor, assert_speedup."""
+"""Fixtures: vit_model, engine, vitperf_plan, bench, bench_gemm, speedup_floor, assert_speedup."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 from pytest_vitperf.errors import VitperfError
 from pytest_vitperf.floor import Floor, FloorsFileError
-from pytest_vitperf.measurement import Measurement
+from pytest_vitperf.measurement import Measurement, Spec
 from pytest_vitperf.models import MODEL_NAMES, canonical_model_name
 from pytest_vitperf.plan import PlanRecord
 from pytest_vitperf.precision import get_precision
@@ -24,9 +24,14 @@ if TYPE_CHECKING:
     from pytest_vitperf.accuracy import OutputError, TaskAccuracy
     from pytest_vitperf.backends import Engine
     from pytest_vitperf.clocks import ClockReading
+    from pytest_vitperf.gemms import GemmOperands
+    from pytest_vitperf.kernels import Breakdown
     from pytest_vitperf.precision import TaskBound
+    from pytest_vitperf.timing import Clock
 
 SESSION_KEY = pytest.StashKey[VitperfSession]()
+GEMM_WARMUP_MS = 1000.0
+GEMM_DURATION_MS = 1000.0
 
 
 def get_session(config: pytest.Config) -> VitperfSession:
@@ -263,30 +268,86 @@ def vitperf_plan(
 def bench(vitperf_session: VitperfSession, request: pytest.FixtureRequest) -> Callable[[Engine], Measurement]:
     """`bench(engine)` -> Measurement: warm-up, then samples until duration and iteration minimums
     are met. Measured once per session for each (model, precision, batch, backend)."""
-    from pytest_vitperf.timing import median_noise
 
     def run(engine: Engine) -> Measurement:
         spec = vitperf_session.spec(engine)
         if spec.key in vitperf_session.measurements:
             return vitperf_session.measurements[spec.key]
-        samples, clocks, dropped = _sample(vitperf_session, engine)
-        noise = median_noise(samples)  # inf below 8 samples: recorded as None
-        extra: dict[str, Any] = {"median_noise": noise if math.isfinite(noise) else None}
-        if clocks:
-            extra["clocks"] = {**vitperf_session.clock_facts, "throttled_samples_dropped": dropped}
-        if vitperf_session.settings.kernels:
-            extra["kernels"] = engine.kernel_breakdown().as_dict()
-        spec = replace(spec, options={**spec.options, **extra})
-        m = Measurement(spec, tuple(samples), tuple(clocks))
-        vitperf_session.record(m, request.node.nodeid)
-        add_to_pytest_benchmark(request.config, m, request.node.nodeid)
-        _gate(vitperf_session, request, m)
-        return m
+        breakdown = engine.kernel_breakdown if vitperf_session.settings.kernels else None
+        return _measure(
+            vitperf_session, request, spec, engine.launch, engine.clock, breakdown, vitperf_session.timing()
+        )
 
     return run
 
 
-def _sample(session: VitperfSession, engine: Engine) -> tuple[list[float], list[ClockReading], int]:
+@pytest.fixture
+def bench_gemm(
+    vitperf_session: VitperfSession, request: pytest.FixtureRequest
+) -> Callable[[GemmOperands], Measurement]:
+    """`bench_gemm(operands)` -> Measurement of one GEMM (gemms.py) on the GPU, with the timer and clock readings of
+    `bench`, recorded as model `gemm-...` with the kind as its precision: it joins the baselines, the history and
+    pytest-benchmark's JSON, and the summary shows it in its own table."""
+    import torch
+
+    from pytest_vitperf.gemms import describe
+    from pytest_vitperf.timing import TorchCudaEventClock
+
+    def run(g: GemmOperands) -> Measurement:
+        s = vitperf_session
+        # A GEMM takes microseconds to a millisecond: a second of samples is thousands of them, and a second of warm-up
+        # brings the clock down to where the power cap holds it. The suite has 80 of them.
+        timing = {**s.timing(), "warmup_ms": GEMM_WARMUP_MS, "duration_ms": GEMM_DURATION_MS}
+        clock = TorchCudaEventClock(torch.cuda.Stream(device=s.device.torch_device))
+        torch.cuda.synchronize()  # the operands' copies, queued on the default stream, are done before the timing
+        spec = Spec(
+            model=g.shape.name,
+            precision=g.kind,
+            batch=1,
+            backend="torch",  # cuBLAS through torch, whichever backend runs the ViTs
+            backend_version=torch.__version__,
+            device=s.device.name,
+            sm=s.device.sm,
+            timer=clock.name,
+            gpu_index=s.gpu_index,
+            gpu_uuid=s.device.uuid,
+            options={**timing, **describe(g.shape, g.kind), "mode": "launches", "cuda": torch.version.cuda},
+        )
+        return _measure(s, request, spec, g.launch, clock, None, timing)
+
+    return run
+
+
+def _measure(
+    session: VitperfSession,
+    request: pytest.FixtureRequest,
+    spec: Spec,
+    launch: Callable[[], Any],
+    clock: Clock,
+    breakdown: Callable[[], Breakdown] | None,
+    timing: dict[str, Any],
+) -> Measurement:
+    """Sample `launch` (`timing`: timing.sample's keywords), record the Measurement (session, pytest-benchmark) and
+    judge it against its baseline."""
+    from pytest_vitperf.timing import median_noise
+
+    samples, clocks, dropped = _sample(session, launch, clock, timing)
+    noise = median_noise(samples)  # inf below 8 samples: recorded as None
+    extra: dict[str, Any] = {"median_noise": noise if math.isfinite(noise) else None}
+    if clocks:
+        extra["clocks"] = {**session.clock_facts, "throttled_samples_dropped": dropped}
+    if breakdown is not None:
+        extra["kernels"] = breakdown().as_dict()
+    m = Measurement(replace(spec, options={**spec.options, **extra}), tuple(samples), tuple(clocks))
+    session.record(m, request.node.nodeid)
+    add_to_pytest_benchmark(request.config, m, request.node.nodeid)
+    _gate(session, request, m)
+    return m
+
+
+def _sample(
+    session: VitperfSession, launch: Callable[[], Any], clock: Clock, timing: dict[str, Any]
+) -> tuple[list[float], list[ClockReading], int]:
     """The samples, with an NVML reading after each timed chunk where NVML is there; chunks taken below 75% of the
     default SM clock are dropped (NVBench's rule). Returns (samples, readings, samples dropped)."""
     from pytest_vitperf.clocks import unthrottled
@@ -294,7 +355,7 @@ def _sample(session: VitperfSession, engine: Engine) -> tuple[list[float], list[
 
     probe = session.clock_probe
     if probe is None:
-        return sample(engine.launch, engine.clock, **session.timing()), [], 0
+        return sample(launch, clock, **timing), [], 0
     chunks: list[list[float]] = []
     readings: list[ClockReading] = []
 
@@ -302,7 +363,7 @@ def _sample(session: VitperfSession, engine: Engine) -> tuple[list[float], list[
         chunks.append(timed)
         readings.append(probe.read(len(timed)))
 
-    sample(engine.launch, engine.clock, **session.timing(), on_chunk=read)
+    sample(launch, clock, **timing, on_chunk=read)
     facts = session.clock_facts
     return unthrottled(chunks, readings, facts.get("default_sm_mhz") or facts.get("max_sm_mhz"))
 

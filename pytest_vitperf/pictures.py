@@ -6,6 +6,7 @@ Figures, per (model, batch), each ratio taken on one GPU:
 - latency distribution of the raw samples per precision (box plot);
 - kernel time by kind per precision, when the run profiled kernels (--vitperf-kernels);
 - accuracy against speed: the output's distance from FP32 (1 - cosine) against the speedup.
+And, per GPU, the GEMM micro-suite's share of the dense peak per shape and kind (suites/test_gemm.py).
 """
 
 from __future__ import annotations
@@ -18,10 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from pytest_vitperf.env import slug
+from pytest_vitperf.gemms import KINDS as GEMM_KINDS
+from pytest_vitperf.gemms import dense_peak, shape_of, tflops
 from pytest_vitperf.jsonfile import FileError, read_json
 from pytest_vitperf.measurement import Measurement, Spec
 from pytest_vitperf.precision import REFERENCE, sort_key
-from pytest_vitperf.report import summary
+from pytest_vitperf.report import gemm_summary, summary
 
 Key = tuple[str, str, int, str]
 KINDS = ("gemm", "attention", "quantize", "norm", "elementwise", "other")
@@ -58,7 +61,8 @@ def from_pytest_benchmark(path: Path) -> list[Measurement]:
 def _families(ms: Iterable[Measurement]) -> dict[tuple[str, int, str, str | None], list[Measurement]]:
     out: dict[tuple[str, int, str, str | None], list[Measurement]] = defaultdict(list)
     for m in ms:
-        out[(m.spec.model, m.spec.batch, m.spec.backend, m.spec.gpu_uuid)].append(m)
+        if shape_of(m.spec.options) is None:  # GEMMs have a figure of their own
+            out[(m.spec.model, m.spec.batch, m.spec.backend, m.spec.gpu_uuid)].append(m)
     return {k: sorted(v, key=lambda m: sort_key(m.spec.precision)) for k, v in sorted(out.items(), key=str)}
 
 
@@ -151,6 +155,31 @@ def tradeoff_figure(family: Any, ms: list[Measurement], path: Path) -> Path | No
     return _save(fig, plt, path)
 
 
+def gemm_figure(ms: list[Measurement], path: Path) -> Path | None:
+    """Percent of the GPU's dense peak per GEMM shape, one bar per kind; None without GEMMs of a known GPU."""
+    rows: dict[str, dict[str, float]] = defaultdict(dict)
+    for m in ms:
+        shape, peak = shape_of(m.spec.options), dense_peak(m.spec.device, m.spec.precision)
+        if shape is not None and peak is not None:
+            label = f"{shape.layer + ' ' if shape.layer else ''}{shape.m}x{shape.n}x{shape.k}"
+            rows[label][m.spec.precision] = 100 * tflops(shape, m.median) / peak[0]
+    if not rows:
+        return None
+    plt = _plt()
+    kinds = [k for k in GEMM_KINDS if any(k in r for r in rows.values())]
+    fig, ax = plt.subplots(figsize=(8, 0.5 + 0.22 * len(rows) * len(kinds)))
+    height = 0.8 / len(kinds)
+    for i, kind in enumerate(kinds):
+        ys = [j + i * height for j in range(len(rows))]
+        ax.barh(ys, [r.get(kind, 0.0) for r in rows.values()], height=height, label=kind)
+    ax.set_yticks([j + 0.4 - height / 2 for j in range(len(rows))], list(rows))
+    ax.invert_yaxis()
+    ax.set_xlabel("% of the dense peak (datasheet, boost clock)")
+    ax.set_title(f"GEMMs, {ms[0].spec.device}", fontsize=9)
+    ax.legend(fontsize=7, loc="lower right")
+    return _save(fig, plt, path)
+
+
 def _save(fig: Any, plt: Any, path: Path) -> Path:
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -180,10 +209,19 @@ def write(out: Path, measurements: Iterable[Measurement], floors: dict[Key, floa
         written += made
         sections += [f"## {model}, batch {batch} ({backend}, {members[0].spec.device})", ""]
         sections += [f"![{f.stem}]({f.name})" for f in made] + [""]
+    gemm_text: list[str] = []
+    for uuid in sorted({m.spec.gpu_uuid or "" for m in ms if shape_of(m.spec.options) is not None}):
+        on_gpu = [m for m in ms if (m.spec.gpu_uuid or "") == uuid]
+        fig = gemm_figure(on_gpu, out / f"gemm-{slug(on_gpu[0].spec.device)}-{uuid[:12] or 'cpu'}.png")
+        written += [fig] if fig is not None else []
+        gemm_text += ["## GEMMs", "", "```", *gemm_summary(on_gpu), "```", ""]
+        gemm_text += [f"![{fig.stem}]({fig.name})", ""] if fig is not None else []
     data = {"measurements": [m.to_dict() for m in ms], "floors": [[*k, v] for k, v in floors.items()]}
     (out / "data.json").write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     when = datetime.now(timezone.utc).isoformat(timespec="seconds")
     table = summary(ms, {})
-    text = "\n".join([f"# pytest-vitperf report ({source}, written {when})", "", "```", *table, "```", "", *sections])
+    text = "\n".join(
+        [f"# pytest-vitperf report ({source}, written {when})", "", "```", *table, "```", "", *sections, *gemm_text]
+    )
     (out / "report.md").write_text(text, encoding="utf-8")
     return [out / "report.md", *written, out / "data.json"]

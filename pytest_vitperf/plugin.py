@@ -18,6 +18,7 @@ from pytest_vitperf.fixtures import (  # noqa: F401  (fixtures are registered by
     add_to_pytest_benchmark,
     assert_speedup,
     bench,
+    bench_gemm,
     digits_accuracy,
     engine,
     get_session,
@@ -131,7 +132,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     session = get_session(config)
     tr = terminalreporter
     if session.measurements:
-        from pytest_vitperf.report import clock_notes, measurement_notes, summary
+        from pytest_vitperf.report import clock_notes, gemm_summary, measurement_notes, summary
 
         max_cov = session.settings.noise_threshold
         tr.write_sep("=", "vitperf summary")
@@ -146,6 +147,11 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             )
         for line in [*clock_notes(session.measurements.values()), *measurement_notes(session.measurements)]:
             tr.write_line(line)
+        gemms = gemm_summary(session.measurements.values())
+        if len(gemms) > 2:  # more than the header
+            tr.write_sep("-", "vitperf GEMMs (cuBLAS through torch; TFLOPS of the product, TOPS for int8)")
+            for line in gemms:
+                tr.write_line(line)
     if session.workers:
         from pytest_vitperf.report import worker_summary
 

@@ -9,6 +9,7 @@ from pytest_vitperf.accuracy import TaskAccuracy
 from pytest_vitperf.baselines import gate
 from pytest_vitperf.clocks import CLOCK_SPAN_WARN, ClockComparison, compare_clocks, sm_span, unexpected_reasons
 from pytest_vitperf.floor import Verdict
+from pytest_vitperf.gemms import KINDS, dense_peak, shape_of, tflops
 from pytest_vitperf.measurement import NOISY_COV, Measurement, Spec
 from pytest_vitperf.plan import PlanRecord
 from pytest_vitperf.precision import PRECISIONS, REFERENCE, get_precision, sort_key
@@ -116,7 +117,10 @@ def summary(
     verdicts: dict[tuple[str, str, int, str], Verdict],
     max_cov: float = NOISY_COV,
 ) -> list[str]:
-    ms = sorted(measurements, key=lambda m: (m.spec.model, m.spec.batch, m.spec.backend, sort_key(m.spec.precision)))
+    ms = sorted(
+        (m for m in measurements if shape_of(m.spec.options) is None),  # GEMMs have their own table
+        key=lambda m: (m.spec.model, m.spec.batch, m.spec.backend, sort_key(m.spec.precision)),
+    )
     by_key = {(m.spec.key, m.spec.gpu_uuid): m for m in ms}  # a ratio is only taken on one GPU
     gpus = {m.spec.gpu_uuid for m in ms}
     rows = []
@@ -128,6 +132,42 @@ def summary(
         row = _summary_row(m, ref, verdict, max_cov)
         rows.append([*row[:4], gpu_label(s.gpu_index, s.gpu_uuid), *row[4:]] if len(gpus) > 1 else row)
     return table((*COLUMNS[:4], "GPU", *COLUMNS[4:]) if len(gpus) > 1 else COLUMNS, rows)
+
+
+GEMM_COLUMNS = ("shape (MxNxK)", "layer", "kind", "median ms", "CoV", "SM MHz", "TFLOPS", "% of peak", "vs fp16")
+
+
+def gemm_summary(measurements: Iterable[Measurement]) -> list[str]:
+    """One row per GEMM: throughput, its share of the GPU's dense peak (gemms.PEAKS) and its speedup over FP16 on
+    the same GPU; the peaks' source under the table."""
+    ms = [(shape, m) for m in measurements if (shape := shape_of(m.spec.options)) is not None]
+    ms.sort(key=lambda sm: (sm[0].layer, sm[0].n, sm[0].m, sm[0].k, list(KINDS).index(sm[1].spec.precision)))
+    fp16 = {(m.spec.model, m.spec.gpu_uuid): m for _, m in ms if m.spec.precision == "fp16"}
+    rows, sources = [], set()
+    for shape, m in ms:
+        ref = fp16.get((m.spec.model, m.spec.gpu_uuid))
+        peak = dense_peak(m.spec.device, m.spec.precision)
+        tf = tflops(shape, m.median)
+        pct = "-"
+        if peak is not None:
+            pct = f"{100 * tf / peak[0]:.0f}% of {peak[0]:.0f}"
+            sources.add(f"{peak[1].gpu}: {peak[1].source}")
+        padded = m.spec.options.get("padded_m")
+        rows.append(
+            [
+                f"{shape.m}x{shape.n}x{shape.k}" + (f" (M padded to {padded})" if padded else ""),
+                shape.layer or "-",
+                m.spec.precision,
+                f"{m.median:.4f}",
+                f"{m.cov:.1%}",
+                "-" if m.sm_mhz is None else f"{m.sm_mhz:.0f}",
+                f"{tf:.1f}",
+                pct,
+                "-" if ref is None or ref is m else f"{ref.median / m.median:.2f}x",
+            ]
+        )
+    notes = [f"peaks (dense, at the datasheet's boost clock): {s}" for s in sorted(sources)]
+    return [*table(GEMM_COLUMNS, rows), *notes]
 
 
 def gpu_label(index: int | None, uuid: str | None) -> str:

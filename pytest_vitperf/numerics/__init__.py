@@ -7,7 +7,7 @@ docs/numerics.md.
 
 from pytest_vitperf.numerics.bounds import cosine, max_abs_error, relative_l2, sqnr_db
 from pytest_vitperf.numerics.formats import E2M1, E4M3, E5M2, pack_fp4, unpack_fp4
-from pytest_vitperf.numerics.gemm import assert_nvfp4_gemm, check_nvfp4_gemm
+from pytest_vitperf.numerics.gemm import assert_nvfp4_gemm, check_gemm, check_nvfp4_gemm
 from pytest_vitperf.numerics.mx import MXTensor, quantize_mx
 from pytest_vitperf.numerics.nvfp4 import NVFP4Tensor, quantize_nvfp4
 from pytest_vitperf.numerics.per_tensor import PerTensor, quantize_fp8, quantize_per_tensor
@@ -20,6 +20,7 @@ __all__ = [
     "NVFP4Tensor",
     "PerTensor",
     "assert_nvfp4_gemm",
+    "check_gemm",
     "check_nvfp4_gemm",
     "cosine",
     "max_abs_error",
