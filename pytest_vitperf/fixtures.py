@@ -305,7 +305,7 @@ def bench_gemm(
             precision=g.kind,
             batch=1,
             backend="torch",  # cuBLAS through torch, whichever backend runs the ViTs
-            backend_version=torch.__version__,
+            backend_version=str(torch.__version__),  # a str subclass, which execnet cannot send
             device=s.device.name,
             sm=s.device.sm,
             timer=clock.name,

@@ -131,33 +131,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     session = get_session(config)
     tr = terminalreporter
-    if session.measurements:
-        from pytest_vitperf.report import clock_notes, gemm_summary, measurement_notes, summary
-
-        max_cov = session.settings.noise_threshold
-        tr.write_sep("=", "vitperf summary")
-        tr.write_line(f"device: {session.device.describe()}")
-        for line in summary(session.measurements.values(), session.verdicts, max_cov):
-            tr.write_line(line)
-        noisy = [m for m in session.measurements.values() if m.cov > max_cov]
-        if noisy:
-            tr.write_line(
-                f"warning: {len(noisy)} measurement(s) with CoV above {max_cov:.1%}; the GPU or host was busy or "
-                "clocks moved. Re-run on an idle machine, or lengthen --vitperf-duration-ms."
-            )
-        for line in [*clock_notes(session.measurements.values()), *measurement_notes(session.measurements)]:
-            tr.write_line(line)
-        gemms = gemm_summary(session.measurements.values())
-        if len(gemms) > 2:  # more than the header
-            tr.write_sep("-", "vitperf GEMMs (cuBLAS through torch; TFLOPS of the product, TOPS for int8)")
-            for line in gemms:
-                tr.write_line(line)
-    if session.workers:
-        from pytest_vitperf.report import worker_summary
-
-        tr.write_sep("-", "vitperf workers (one GPU each; each family of a model and batch on one worker)")
-        for line in worker_summary(session.workers):
-            tr.write_line(line)
+    _measurements(tr, session)
+    _workers(tr, session)
     if session.plans:
         from pytest_vitperf.report import plan_summary
 
@@ -177,6 +152,47 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         tr.write_sep("-", f"vitperf baselines ({session.settings.baseline_dir})")
         for line in baseline_summary(session.outcomes, session.writes):
             tr.write_line(line)
+
+
+def _measurements(tr: Any, session: VitperfSession) -> None:
+    """The summary table, its warnings and notes, and the GEMMs' table."""
+    if not session.measurements:
+        return
+    from pytest_vitperf.report import clock_notes, gemm_summary, measurement_notes, summary
+
+    max_cov = session.settings.noise_threshold
+    tr.write_sep("=", "vitperf summary")
+    tr.write_line(f"device: {session.device.describe()}")
+    for line in summary(session.measurements.values(), session.verdicts, max_cov):
+        tr.write_line(line)
+    noisy = [m for m in session.measurements.values() if m.cov > max_cov]
+    if noisy:
+        tr.write_line(
+            f"warning: {len(noisy)} measurement(s) with CoV above {max_cov:.1%}; the GPU or host was busy or "
+            "clocks moved. Re-run on an idle machine, or lengthen --vitperf-duration-ms."
+        )
+    for line in [*clock_notes(session.measurements.values()), *measurement_notes(session.measurements)]:
+        tr.write_line(line)
+    gemms = gemm_summary(session.measurements.values())
+    if len(gemms) > 2:  # more than the header
+        tr.write_sep("-", "vitperf GEMMs (cuBLAS through torch; TFLOPS of the product, TOPS for int8)")
+        for line in gemms:
+            tr.write_line(line)
+
+
+def _workers(tr: Any, session: VitperfSession) -> None:
+    """Where each xdist worker ran, and any that went down (which fails the run)."""
+    if session.workers:
+        from pytest_vitperf.report import worker_summary
+
+        tr.write_sep("-", "vitperf workers (one GPU each; each family of a model and batch on one worker)")
+        for line in worker_summary(session.workers):
+            tr.write_line(line)
+    for lost in session.lost_workers:
+        tr.write_line(
+            f"vitperf: worker {lost}. What it measured is in no table or file and the run fails; run it again, "
+            "or in one process to see the error: pytest -n 0"
+        )
 
 
 def _files_written(tr: Any, session: VitperfSession) -> None:
@@ -241,7 +257,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     vs.write_exports()
     if vs.settings.report is not None and vs.measurements:
         _write_report(vs, vs.settings.report)
-    failed_write = bool(vs.history_error or vs.export_errors) or any(w.error is not None for w in vs.writes)
+    failed_write = bool(vs.history_error or vs.export_errors or vs.lost_workers)
+    failed_write |= any(w.error is not None for w in vs.writes)
     if failed_write and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a nightly job must not believe it refreshed them
 
@@ -259,6 +276,8 @@ def _write_report(vs: VitperfSession, out: Path) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: Any) -> None:
+    if error is not None:
+        get_session(node.config).lost_workers.append(f"{node.gateway.id}: {str(error).strip().splitlines()[-1]}")
     data = getattr(node, "workeroutput", {}).get("vitperf")
     if data:
         for m, nodeid in get_session(node.config).merge(data):

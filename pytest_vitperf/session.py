@@ -4,6 +4,7 @@ speedup verdicts, baseline outcomes and writes). Deciding is done elsewhere: flo
 from __future__ import annotations
 
 import copy
+import json
 import time
 from dataclasses import asdict
 from functools import cached_property
@@ -67,6 +68,7 @@ class VitperfSession:
         self.history_error: str | None = None
         self.exported: list[str] = []
         self.export_errors: list[str] = []
+        self.lost_workers: list[str] = []  # on the controller: workers that went down, taking their results along
         self.gpu_index = 0  # among the GPUs the run was started with; a pinned worker sees its own as cuda:0
 
     # -- where we run ---------------------------------------------------------------------------
@@ -317,8 +319,9 @@ class VitperfSession:
         )
 
     def export(self, worker: str) -> dict[str, Any]:
-        """Results as plain data, for xdist workers to hand to the controller."""
-        return {
+        """Results as plain data, for xdist workers to hand to the controller. Through JSON, since execnet sends
+        built-in types only: a str subclass in one spec (torch's TorchVersion) once took a worker's results down."""
+        data = {
             "worker": asdict(self.worker_record(worker)),
             "outcomes": [o.to_dict() for o in self.outcomes],
             "writes": [w.to_dict() for w in self.writes],
@@ -329,6 +332,7 @@ class VitperfSession:
             ],
             "verdicts": [v.to_dict() for v in self.verdicts.values()],
         }
+        return json.loads(json.dumps(data))
 
     def merge(self, data: dict[str, Any]) -> list[tuple[Measurement, str]]:
         """Take a worker's results; return its measurements with the node id of the test that took each."""

@@ -160,3 +160,35 @@ def test_one_reference_per_family_one_summary_one_json(suite: pytest.Pytester) -
     for batch in (1, 2):
         family = {f"vit_tiny_patch16_224-{p}-b{batch}" for p in ("fp16", "bf16", "fp32")}
         assert any(family <= labels for labels in by_worker.values())
+
+
+def test_a_worker_that_goes_down_fails_the_run_and_says_so(suite: pytest.Pytester) -> None:
+    suite.makeconftest(
+        """
+        def pytest_sessionfinish(session):
+            out = getattr(session.config, "workeroutput", None)
+            if out is not None:
+                out["unsendable"] = object()  # execnet cannot send it: the worker goes down at its end
+        """
+    )
+    r = suite.runpytest(*FAST, "-n", "2", SHARE, "--vitperf-batch-sizes=1,2", "--vitperf-precisions=fp32")
+    assert r.ret == pytest.ExitCode.TESTS_FAILED
+    r.stdout.fnmatch_lines(
+        ["vitperf: worker gw*: *DumpError* run it again, or in one process to see the error: pytest -n 0"]
+    )
+
+
+def test_a_worker_s_results_are_plain_data(tmp_path) -> None:
+    from pytest_vitperf.options import Settings
+    from pytest_vitperf.session import VitperfSession
+
+    class Version(str):  # as torch.__version__ is
+        pass
+
+    s = VitperfSession(Settings())
+    spec = Spec("gemm-m8-n8-k8", "fp16", 1, "torch", Version("2.11.0"), "NVIDIA H200", sm=90)
+    s.record(Measurement(spec, (1.0, 2.0)), "suites/test_gemm.py::test_gemm_speed[x]")
+    data = s.export("gw0")
+    assert type(data["measurements"][0]["spec"]["backend_version"]) is str
+    execnet = pytest.importorskip("execnet")
+    assert execnet.loads(execnet.dumps(data)) == data
