@@ -4,7 +4,8 @@ pytest-benchmark JSON (no GPU needed). Writes report.md, one PNG per figure and 
 Figures, per (model, batch), each ratio taken on one GPU:
 - speedup over FP16 per precision, the floor drawn over its bar;
 - latency distribution of the raw samples per precision (box plot);
-- kernel time by kind per precision, when the run profiled kernels (--vitperf-kernels);
+- kernel time by kind, FP16 next to each quantized or pruned precision, when the run profiled kernels
+  (--vitperf-kernels);
 - accuracy against speed: the output's distance from FP32 (1 - cosine) against the speedup.
 And, per GPU, the GEMM micro-suite's share of the dense peak per shape and kind (suites/test_gemm.py).
 """
@@ -23,7 +24,7 @@ from pytest_vitperf.gemms import KINDS as GEMM_KINDS
 from pytest_vitperf.gemms import dense_peak, shape_of, tflops
 from pytest_vitperf.jsonfile import FileError, read_json
 from pytest_vitperf.measurement import Measurement, Spec
-from pytest_vitperf.precision import REFERENCE, sort_key
+from pytest_vitperf.precision import PRECISIONS, REFERENCE, get_precision, sort_key
 from pytest_vitperf.report import gemm_summary, summary
 
 Key = tuple[str, str, int, str]
@@ -118,8 +119,17 @@ def latency_figure(family: Any, ms: list[Measurement], path: Path) -> Path:
     return _save(fig, plt, path)
 
 
+def _quantized_or_reference(precision: str) -> bool:
+    """FP16 and what a recipe quantizes or prunes, as seed 000's figure shows them: FP32's ten-fold bar and BF16's
+    copy of FP16 would only squeeze them."""
+    if precision == REFERENCE or precision not in PRECISIONS:
+        return True
+    recipe = get_precision(precision).recipe
+    return recipe.config is not None or recipe.sparse24
+
+
 def kernel_figure(family: Any, ms: list[Measurement], path: Path) -> Path | None:
-    profiled = [m for m in ms if m.spec.options.get("kernels")]
+    profiled = [m for m in ms if m.spec.options.get("kernels") and _quantized_or_reference(m.spec.precision)]
     if not profiled:
         return None
     plt = _plt()
