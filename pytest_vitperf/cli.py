@@ -152,7 +152,8 @@ def _show(args: argparse.Namespace) -> int:
 def _layers(args: argparse.Namespace) -> int:
     from pytest_vitperf.layers import read_layer_info, read_profile, summary
 
-    layers = read_layer_info(args.layer_info)
+    layers, schema = read_layer_info(args.layer_info)
+    print(f"schema: {schema or 'not told (layer names only, no I/O list)'}")
     print(summary(layers, read_profile(args.profile) if args.profile else None, top=args.top))
     return 0
 

@@ -4,8 +4,13 @@ inspector, and the time of each layer from IProfiler, joined into time per preci
 Both come in the JSON that TensorRT writes: `IEngineInspector.get_engine_information(JSON)` (the same document
 as `trtexec --exportLayerInfo`, detailed only when the engine was built with ProfilingVerbosity.DETAILED) and the
 per-layer profile of `trtexec --exportProfile` (which the backends' IProfiler run produces as well). A layer's
-precision is the lowest one among its inputs' `Format/Datatype`: a GEMM fed FP8 or INT8 operands runs on those
-tensor cores even when it writes FP16.
+precision is the lowest one among its inputs' data types: a GEMM fed FP8 or INT8 operands runs on those tensor cores
+even when it writes FP16.
+
+The inspector's schema changed in TensorRT 11 (NVIDIA, "Migrating IEngineInspector Usage from TensorRT 10.x to
+11.x"): 10.x lists the engine's I/O as `Bindings` (names) and gives each layer tensor one `Format/Datatype` string;
+11.x lists `I/O Tensors` (objects with Name, IOMode, DataType, ...) and splits the tensor's field in two, `Format`
+and `Datatype`. Both are read; `inspector_schema` says which one a document follows.
 """
 
 from __future__ import annotations
@@ -33,6 +38,45 @@ _PRECISIONS = (
 
 class LayerInfoError(FileError):
     kind = "TensorRT layer file"
+
+
+SCHEMA_10 = "TensorRT 10.x"
+SCHEMA_11 = "TensorRT 11.x"
+_DATATYPE = ("Datatype", "DataType")  # 11.x's per-tensor key; its I/O Tensors spell it DataType
+
+
+def _tensors(doc: dict[str, Any]) -> Iterable[dict[str, Any]]:
+    for layer in doc.get("Layers") or []:
+        if isinstance(layer, dict):
+            for t in (*layer.get("Inputs", []), *layer.get("Outputs", [])):
+                if isinstance(t, dict):
+                    yield t
+
+
+def inspector_schema(doc: Any, source: Path = Path("<engine inspector>")) -> str | None:
+    """SCHEMA_10 or SCHEMA_11 by the fields `doc` has, None when it has neither (a names-only document with no I/O
+    list); a document with fields of both is refused."""
+    if not isinstance(doc, dict):
+        return None
+    seen = {SCHEMA_10} if "Bindings" in doc else set()
+    seen |= {SCHEMA_11} if "I/O Tensors" in doc else set()
+    for t in _tensors(doc):
+        seen |= {SCHEMA_10} if "Format/Datatype" in t else set()
+        seen |= {SCHEMA_11} if any(k in t for k in _DATATYPE) else set()
+    if len(seen) > 1:
+        raise LayerInfoError(
+            source, "mixes TensorRT 10.x fields (Bindings, Format/Datatype) with 11.x ones (I/O Tensors, Datatype): "
+            "write it again with one TensorRT's trtexec --exportLayerInfo",
+        )  # fmt: skip
+    return seen.pop() if seen else None
+
+
+def _datatype(t: dict[str, Any]) -> str:
+    """The text that names a tensor's data type: 10.x's `Format/Datatype`, or 11.x's `Format` and `Datatype`."""
+    if "Format/Datatype" in t:
+        return str(t["Format/Datatype"])
+    kind = next((t[k] for k in _DATATYPE if k in t), "")
+    return f"{t.get('Format', '')} {kind}".strip()
 
 
 @dataclass(frozen=True)
@@ -72,6 +116,7 @@ def parse_layer_info(doc: Any, source: Path = Path("<engine inspector>")) -> lis
             "has no 'Layers' list, so it is not engine-inspector JSON. Write one with: "
             "trtexec --onnx=model.onnx --profilingVerbosity=detailed --exportLayerInfo=layers.json",
         )
+    inspector_schema(doc, source)  # refuses a document of both schemas
     out = []
     for i, entry in enumerate(layers):
         if isinstance(entry, str):  # ProfilingVerbosity.LAYER_NAMES_ONLY
@@ -79,7 +124,7 @@ def parse_layer_info(doc: Any, source: Path = Path("<engine inspector>")) -> lis
             continue
         if not isinstance(entry, dict) or not isinstance(entry.get("Name"), str):
             raise LayerInfoError(source, f"layer {i} is not an object with a Name")
-        inputs = [t.get("Format/Datatype", "") for t in entry.get("Inputs", []) if isinstance(t, dict)]
+        inputs = [_datatype(t) for t in entry.get("Inputs", []) if isinstance(t, dict)]
         weights = entry.get("Weights")
         if isinstance(weights, dict):
             inputs.append(str(weights.get("Type", "")))
@@ -110,8 +155,10 @@ def parse_profile(doc: Any, source: Path = Path("<profile>")) -> list[LayerTime]
     return out
 
 
-def read_layer_info(path: Path) -> list[Layer]:
-    return parse_layer_info(read_json(path, LayerInfoError), path)
+def read_layer_info(path: Path) -> tuple[list[Layer], str | None]:
+    """The layers of an inspector file, and the schema it follows."""
+    doc = read_json(path, LayerInfoError)
+    return parse_layer_info(doc, path), inspector_schema(doc, path)
 
 
 def read_profile(path: Path) -> list[LayerTime]:

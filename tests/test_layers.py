@@ -1,7 +1,12 @@
 """Per-layer precision and time: TensorRT engine-inspector JSON and trtexec per-layer profiles.
 
 The documents below are written by hand in the shape TensorRT emits (field names and format strings as in
-`trtexec --exportLayerInfo` / `--exportProfile`); they exercise the parser, they are not measurements."""
+`trtexec --exportLayerInfo` / `--exportProfile`); they exercise the parser, they are not measurements.
+- LAYER_INFO follows TensorRT 10.x's schema (NVIDIA, "Engine Inspector", TensorRT 10.16 documentation): `Bindings`
+  and one `Format/Datatype` string per tensor.
+- LAYER_INFO_11 follows TensorRT 11.x's (NVIDIA, "Migrating IEngineInspector Usage from TensorRT 10.x to 11.x",
+  TensorRT 11.0 documentation): `I/O Tensors` objects, copied from that page's example, and `Format/Datatype` split
+  into `Format` and `Datatype`."""
 
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ from pytest_vitperf.layers import (
     Layer,
     LayerInfoError,
     LayerTime,
+    inspector_schema,
     parse_layer_info,
     parse_profile,
     precision_of,
@@ -64,6 +70,62 @@ PROFILE = [
     {"name": "blocks.0.attn.softmax", "timeMs": 15.0, "averageMs": 0.15, "percentage": 15.0},
     {"name": "Reformatting CopyNode for Output Tensor 0", "timeMs": 5.0, "averageMs": 0.05, "percentage": 5.0},
 ]
+
+
+def tensor_11(fmt: str, datatype: str) -> dict[str, object]:
+    return {"Name": "t", "Location": "Device", "Dimensions": [1, 197, 768], "Format": fmt, "Datatype": datatype}
+
+
+LAYER_INFO_11 = {
+    "Layers": [
+        {
+            "Name": "patch_embed.proj",
+            "LayerType": "CaskConvolution",
+            "Inputs": [tensor_11("Row major linear", "FP32")],
+            "Outputs": [tensor_11("Channel major format where channel % 8 == 0", "FP16")],
+            "Weights": {"Type": "Half", "Count": 589824},
+            "TacticName": "sm90_xmma_fprop_implicit_gemm_f16f16_f16f32",
+        },
+        {
+            "Name": "blocks.0.attn.qkv",
+            "LayerType": "CaskGemmMatrixMultiply",
+            "Inputs": [tensor_11("Row major linear", "FP8"), tensor_11("Row major linear", "FP16")],
+            "Outputs": [tensor_11("Row major linear", "FP16")],
+            "TacticName": "sm90_xmma_gemm_e4m3e4m3_e4m3f32_f16",
+        },
+        {
+            "Name": "blocks.0.mlp.fc1",
+            "LayerType": "CaskGemmMatrixMultiply",
+            "Inputs": [tensor_11("Thirty-two wide channel vectorized row major", "Int8")],
+            "Outputs": [tensor_11("Row major linear", "FP16")],
+            "Weights": {"Type": "Int8", "Count": 2359296},
+        },
+        {"Name": "blocks.0.attn.softmax", "LayerType": "Myelin", "Inputs": [tensor_11("Row major linear", "BF16")]},
+    ],
+    "I/O Tensors": [
+        {"Name": "input_0", "IOMode": "Input", "DataType": "Float", "Dimensions": [1, 3, 224, 224],
+         "Location": "Device", "IsShapeInferenceIO": False,
+         "ProfileInfo": [{"MinShape": [1, 3, 224, 224], "OptShape": [1, 3, 224, 224], "MaxShape": [1, 3, 224, 224],
+                          "Format": "Row major linear FP32 format (kLINEAR)"}]},
+        {"Name": "output_0", "IOMode": "Output", "DataType": "Float", "Dimensions": [1, 1000],
+         "Location": "Device", "IsShapeInferenceIO": False},
+    ],
+}  # fmt: skip
+
+
+def test_both_inspector_schemas_give_the_same_layers() -> None:
+    ten = {**LAYER_INFO, "Bindings": ["input_0", "output_0"]}
+    assert inspector_schema(ten) == "TensorRT 10.x" and inspector_schema(LAYER_INFO) == "TensorRT 10.x"
+    assert inspector_schema(LAYER_INFO_11) == "TensorRT 11.x"
+    assert parse_layer_info(LAYER_INFO_11) == parse_layer_info(ten)
+    assert [x.precision for x in parse_layer_info(LAYER_INFO_11)] == ["fp16", "fp8", "int8", "bf16"]
+    assert inspector_schema({"Layers": ["a"]}) is None  # names only: neither schema shows
+
+
+def test_a_document_of_both_schemas_is_refused() -> None:
+    mixed = {**LAYER_INFO_11, "Bindings": ["input_0", "output_0"]}
+    with pytest.raises(LayerInfoError, match=r"mixes TensorRT 10.x fields .* with 11.x ones .*--exportLayerInfo$"):
+        parse_layer_info(mixed)
 
 
 @pytest.mark.parametrize(
@@ -145,6 +207,11 @@ def test_cli_layers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["layers", str(info), "--profile", str(profile), "--top", "1"]) == 0
     out = capsys.readouterr().out
     assert "int8 40.0%" in out and out.count(" ms  ") == 1
+    assert out.startswith("schema: TensorRT 10.x\n")
+    info.write_text(json.dumps(LAYER_INFO_11))
+    assert main(["layers", str(info), "--profile", str(profile), "--top", "1"]) == 0
+    out11 = capsys.readouterr().out
+    assert out11 == out.replace("TensorRT 10.x", "TensorRT 11.x")
 
     info.write_text('{"Layers": [')  # a truncated file
     assert main(["layers", str(info)]) == 2

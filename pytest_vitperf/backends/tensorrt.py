@@ -126,12 +126,21 @@ class TrtEngine:
             put(fixed_input(shape).numpy().astype(dtype))  # the resident input back, as allocate() left it
 
     def describe(self) -> dict[str, Any]:
-        from pytest_vitperf.layers import precision_counts
+        from pytest_vitperf.layers import LayerInfoError, inspector_schema, precision_counts
 
         layers = self.layers()
         if not layers:
             return self.info
-        return {**self.info, "layers": len(layers), "layer_precisions": precision_counts(layers)}
+        try:
+            schema = inspector_schema(self._inspector_doc())
+        except LayerInfoError:
+            schema = None
+        return {
+            **self.info,
+            "layers": len(layers),
+            "layer_precisions": precision_counts(layers),
+            "inspector_schema": schema,  # which TensorRT's JSON the inspector wrote (10.x or 11.x)
+        }
 
     def kernel_breakdown(self) -> Breakdown:
         """IProfiler layer times grouped like kernels (TensorRT layer names carry MatMul, Softmax, Quantize...)."""
@@ -144,12 +153,14 @@ class TrtEngine:
         """Per-layer precision and tactic from the engine inspector (detailed with DETAILED profiling)."""
         from pytest_vitperf.layers import LayerInfoError, parse_layer_info
 
-        inspector = self._engine.create_engine_inspector()
-        text = inspector.get_engine_information(self.trt.LayerInformationFormat.JSON)
         try:
-            return parse_layer_info(json.loads(text))
+            return parse_layer_info(self._inspector_doc())
         except (json.JSONDecodeError, LayerInfoError):  # a runtime whose inspector says nothing useful
             return []
+
+    def _inspector_doc(self) -> Any:
+        inspector = self._engine.create_engine_inspector()
+        return json.loads(inspector.get_engine_information(self.trt.LayerInformationFormat.JSON))
 
     def layer_times(self, runs: int = 50) -> list[LayerTime]:
         """Average milliseconds per layer over `runs` enqueues with an IProfiler attached: a separate run from
