@@ -1,0 +1,239 @@
+"""The TensorRT API this project calls, read from its own source, held against a TensorRT's real bindings.
+
+TensorRT cannot be installed where the tests run, but its bindings wheels can be downloaded, and the code that drives
+TensorRT (backends/tensorrt.py, plan.py) can be read. `usages` walks that code's syntax tree and returns every
+attribute reached from the `trt` module: a name is TensorRT's when it is `trt` or `self.trt`, or was assigned from an
+expression that starts at one (`builder = trt.Builder(...)`, `network = builder.create_network(...)`,
+`self._engine = runtime.deserialize_cuda_engine(...)`), and a method defined in a class derived from one of TensorRT's
+is an override TensorRT calls.
+
+Two checks:
+- `missing_from_bindings`: a bindings library (`tensorrt_bindings/tensorrt.so`) cannot be imported without
+  libnvinfer, but pybind11 keeps every class, method, property, enum member and keyword name as a C string in it,
+  and the wheel's Python files define the rest (`nptype`). A name found in neither is missing from that TensorRT.
+  This proves that the names exist somewhere in that TensorRT's Python API, not on which class, nor how many
+  arguments they take.
+- `mismatched_in_module`: against an importable module (`tensorrt_rtx` imports on a CPU) the name must be an
+  attribute of the module or of one of its classes, and a call must fit the argument count of at least one of the
+  signatures pybind11 wrote into that name's docstrings.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+ROOTS = frozenset({"trt", "self.trt"})
+_IDENT = re.compile(rb"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class Usage:
+    name: str
+    where: str  # file:line
+    positional: int | None = None  # arguments of a call (None: not called here)
+    keywords: tuple[str, ...] = ()
+    guarded: bool = False  # only reached under hasattr/getattr with a default: absence is handled
+    rtx_only: bool = False  # inside `if rtx ...:`, a TensorRT-RTX path (plan.build_plan's flag)
+
+
+@dataclass
+class _Scope:
+    names: set[str] = field(default_factory=set)  # keys of TensorRT objects: "builder", "self._engine"
+
+
+def _key(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+        return f"self.{node.attr}"
+    return None
+
+
+def _is_trt(node: ast.AST, known: set[str]) -> bool:
+    """Whether `node` evaluates to something of TensorRT's: it starts at a known key, through attributes, calls and
+    subscripts."""
+    while True:
+        key = _key(node)
+        if key is not None and key in known:
+            return True
+        if isinstance(node, ast.Attribute):
+            node = node.value
+        elif isinstance(node, ast.Call):
+            node = node.func
+        elif isinstance(node, ast.Subscript):
+            node = node.value
+        else:
+            return False
+
+
+def _walk(scope: ast.AST) -> Iterable[ast.AST]:
+    """The nodes of one scope: not those of the functions defined inside it, which are scopes of their own."""
+    todo = list(ast.iter_child_nodes(scope))
+    while todo:
+        node = todo.pop()
+        yield node
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            todo.extend(ast.iter_child_nodes(node))
+
+
+def _guarded_names(tree: ast.AST) -> set[str]:
+    """Names the code asks about before using: hasattr(x, "name"), getattr(x, "name", default)."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and len(node.args) >= 2:
+            literal = node.args[1]
+            asks = node.func.id == "hasattr" or (node.func.id == "getattr" and len(node.args) == 3)
+            if asks and isinstance(literal, ast.Constant) and isinstance(literal.value, str):
+                out.add(literal.value)
+    return out
+
+
+def _known(tree: ast.Module) -> dict[ast.AST, set[str]]:
+    """For each function (and the module), the keys that hold TensorRT objects: assignments followed to a fixed
+    point; `self.x` keys are shared by all of a module's functions."""
+    scopes: list[ast.AST] = [tree, *(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef))]
+    shared = set(ROOTS)
+    local: dict[ast.AST, set[str]] = {s: set(ROOTS) for s in scopes}
+    changed = True
+    while changed:
+        changed = False
+        for scope in scopes:
+            known = local[scope] | shared
+            for node in _walk(scope):
+                targets: list[ast.AST] = []
+                if isinstance(node, ast.Assign):
+                    targets, value = list(node.targets), node.value
+                elif isinstance(node, ast.With):
+                    for item in node.items:
+                        if item.optional_vars is not None and _is_trt(item.context_expr, known):
+                            targets.append(item.optional_vars)
+                    value = None
+                else:
+                    continue
+                if value is not None and not _is_trt(value, known):
+                    continue
+                for t in targets:
+                    key = _key(t)
+                    if key is None or key in known:
+                        continue
+                    (shared if key.startswith("self.") else local[scope]).add(key)
+                    known.add(key)
+                    changed = True
+    return {s: local[s] | shared for s in scopes}
+
+
+def _rtx_lines(tree: ast.AST) -> set[int]:
+    """Lines in the body of an `if` whose test requires `rtx` (a Name, alone or in an `and`)."""
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If):
+            terms = (
+                node.test.values
+                if isinstance(node.test, ast.BoolOp) and isinstance(node.test.op, ast.And)
+                else [node.test]
+            )
+            if any(isinstance(t, ast.Name) and t.id == "rtx" for t in terms):
+                for stmt in node.body:
+                    lines |= set(range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1))
+    return lines
+
+
+def usages(path: Path) -> list[Usage]:
+    """Every TensorRT attribute the module at `path` reaches, with how it is called there."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    guarded, rtx = _guarded_names(tree), _rtx_lines(tree)
+    found: dict[tuple[str, int, int], Usage] = {}
+    for scope, known in _known(tree).items():
+        calls = {id(n.func): n for n in _walk(scope) if isinstance(n, ast.Call)}
+        for node in _walk(scope):
+            if isinstance(node, ast.Attribute) and _is_trt(node.value, known):
+                call = calls.get(id(node))
+                u = Usage(
+                    node.attr,
+                    f"{path.name}:{node.lineno}",
+                    None if call is None else len(call.args),
+                    () if call is None else tuple(k.arg for k in call.keywords if k.arg is not None),
+                    node.attr in guarded,
+                    node.lineno in rtx,
+                )
+                found[(node.attr, node.lineno, node.col_offset)] = u
+            elif isinstance(node, ast.ClassDef) and any(_is_trt(b, known) for b in node.bases):
+                for item in node.body:  # overrides: TensorRT calls them by these names
+                    if isinstance(item, ast.FunctionDef) and not item.name.startswith("__"):
+                        positional = len(item.args.args) - 1  # without self
+                        found[(item.name, item.lineno, 0)] = Usage(item.name, f"{path.name}:{item.lineno}", positional)
+    return sorted(found.values(), key=lambda u: (u.name, u.where))
+
+
+def binding_names(library: bytes, python_sources: Iterable[str] = ()) -> set[str]:
+    """The identifiers a bindings library keeps as C strings, and those its Python files define."""
+    names = {s.decode() for s in library.split(b"\x00") if _IDENT.match(s)}
+    for text in python_sources:
+        names |= set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text))
+    return names
+
+
+def missing_from_bindings(used: Iterable[Usage], names: set[str]) -> list[str]:
+    """One line per unguarded name or keyword, outside TensorRT-RTX's own paths, that the bindings do not hold. A
+    linker may keep a name only as the tail of a longer string (suffix merging), so a name ending another counts as
+    present."""
+    ordered = sorted(names)
+
+    def present(name: str) -> bool:
+        return name in names or any(s.endswith(name) for s in ordered)
+
+    out = []
+    for u in used:
+        if u.guarded or u.rtx_only:
+            continue
+        for name in (u.name, *u.keywords):
+            if not present(name):
+                out.append(f"{u.where}: {name}")
+    return out
+
+
+_SIGNATURE = re.compile(r"^\s*(?:\d+\.\s*)?([A-Za-z_]\w*)\((.*)\)\s*->", re.M)
+
+
+def _arities(doc: str, name: str) -> list[tuple[int, int, set[str]]]:
+    """(least, most, keyword names) per signature of `name` in a pybind11 docstring, `self` left out."""
+    out = []
+    for m in _SIGNATURE.finditer(doc or ""):
+        if m[1] != name:
+            continue
+        params = [p.strip() for p in re.split(r",\s*(?![^\[]*\])", m[2]) if p.strip()]
+        params = [p for p in params if not p.startswith("self")]
+        names = {p.split(":")[0].split("=")[0].strip() for p in params}
+        out.append((sum("=" not in p for p in params), len(params), names))
+    return out
+
+
+def mismatched_in_module(used: Iterable[Usage], module: ModuleType) -> list[str]:
+    """One line per unguarded usage whose name no class of `module` (nor the module) has, or whose call fits none of
+    the name's pybind11 signatures."""
+    owners: list[Any] = [module, *(v for v in vars(module).values() if isinstance(v, type))]
+    out = []
+    for u in used:
+        if u.guarded:
+            continue
+        attrs = [getattr(o, u.name) for o in owners if u.name in dir(o)]
+        if not attrs:
+            out.append(f"{u.where}: {u.name} is not in {module.__name__}")
+            continue
+        if u.positional is None:
+            continue
+        sigs = [s for a in attrs for s in _arities(getattr(a, "__doc__", "") or "", u.name)]
+        given = u.positional + len(u.keywords)
+        fits = any(lo <= given <= hi and set(u.keywords) <= kw for lo, hi, kw in sigs)
+        if sigs and not fits:
+            shown = "; ".join(f"{lo}-{hi} argument(s)" for lo, hi, _ in sigs)
+            out.append(
+                f"{u.where}: {u.name} called with {given} argument(s) {list(u.keywords)}, signatures take {shown}"
+            )
+    return out
