@@ -286,8 +286,6 @@ class VitperfSession:
 
     def write_exports(self) -> None:
         """Write --vitperf-export's files; a failure is kept for the summary and fails the run."""
-        import json
-
         from pytest_vitperf.baselines.store import write_atomic
         from pytest_vitperf.exports import FORMATS
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -40,11 +40,6 @@ class Usage:
     keywords: tuple[str, ...] = ()
     guarded: bool = False  # only reached under hasattr/getattr with a default: absence is handled
     rtx_only: bool = False  # inside `if rtx ...:`, a TensorRT-RTX path (plan.build_plan's flag)
-
-
-@dataclass
-class _Scope:
-    names: set[str] = field(default_factory=set)  # keys of TensorRT objects: "builder", "self._engine"
 
 
 def _key(node: ast.AST) -> str | None:

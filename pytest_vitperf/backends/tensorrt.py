@@ -126,15 +126,11 @@ class TrtEngine:
             put(fixed_input(shape).numpy().astype(dtype))  # the resident input back, as allocate() left it
 
     def describe(self) -> dict[str, Any]:
-        from pytest_vitperf.layers import LayerInfoError, inspector_schema, precision_counts
+        from pytest_vitperf.layers import precision_counts
 
-        layers = self.layers()
+        layers, schema = self._inspected()
         if not layers:
             return self.info
-        try:
-            schema = inspector_schema(self._inspector_doc())
-        except LayerInfoError:
-            schema = None
         return {
             **self.info,
             "layers": len(layers),
@@ -151,16 +147,19 @@ class TrtEngine:
 
     def layers(self) -> list[Layer]:
         """Per-layer precision and tactic from the engine inspector (detailed with DETAILED profiling)."""
-        from pytest_vitperf.layers import LayerInfoError, parse_layer_info
+        return self._inspected()[0]
 
-        try:
-            return parse_layer_info(self._inspector_doc())
-        except (json.JSONDecodeError, LayerInfoError):  # a runtime whose inspector says nothing useful
-            return []
+    def _inspected(self) -> tuple[list[Layer], str | None]:
+        """The engine inspector's layers and the schema of its JSON; nothing from a runtime whose inspector says
+        nothing useful."""
+        from pytest_vitperf.layers import LayerInfoError, inspector_schema, parse_layer_info
 
-    def _inspector_doc(self) -> Any:
         inspector = self._engine.create_engine_inspector()
-        return json.loads(inspector.get_engine_information(self.trt.LayerInformationFormat.JSON))
+        try:
+            doc = json.loads(inspector.get_engine_information(self.trt.LayerInformationFormat.JSON))
+            return parse_layer_info(doc), inspector_schema(doc)
+        except (json.JSONDecodeError, LayerInfoError):
+            return [], None
 
     def layer_times(self, runs: int = 50) -> list[LayerTime]:
         """Average milliseconds per layer over `runs` enqueues with an IProfiler attached: a separate run from
