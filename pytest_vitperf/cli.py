@@ -194,7 +194,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("capabilities", help="print the precision capability matrix").set_defaults(func=_capabilities)
     env = sub.add_parser("env", help="print the device, driver and versions a run would record")
-    env.add_argument("--backend", default="auto", choices=("auto", "torch", "tensorrt", "tensorrt-rtx"))
+    env.add_argument("--backend", default="auto",
+                     choices=("auto", "torch", "tensorrt", "tensorrt-rtx", "trtexec", "trtexec-rtx"))
     env.set_defaults(func=_env)
 
     cmp = sub.add_parser("compare", help="report an upgrade: absolute latency and speedup over FP16, two versions")

@@ -13,7 +13,7 @@ has synchronised), so reading them adds no work inside the timed region.
 from __future__ import annotations
 
 import statistics
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 # NVML's clock-event reasons (nvmlClocksEventReason*), by bit.
@@ -28,6 +28,7 @@ REASONS = {
     0x80: "hw_power_brake",
     0x100: "display_clock",
 }
+GPU_IDLE = 0x1
 # The software power cap is the normal state of the lent GPUs under load; idle shows between chunks.
 EXPECTED_REASONS = frozenset({"sw_power_cap", "gpu_idle"})
 THROTTLED_BELOW = 0.75  # NVBench discards samples below 75% of the default SM clock
@@ -86,6 +87,19 @@ def unthrottled(
     samples = [s for c, k in zip(chunks, keep, strict=True) if k for s in c]
     dropped = sum(len(c) for c, k in zip(chunks, keep, strict=True) if not k)
     return samples, [r for r, k in zip(readings, keep, strict=True) if k], dropped
+
+
+def last_busy(
+    readings: list[tuple[float, ClockReading]], end: float, window_s: float, samples: int
+) -> list[ClockReading]:
+    """Of readings taken at known times while another process timed `samples` inferences, those of the last
+    `window_s` before `end` where the GPU was not idle (a tool times last, after its start-up and warm-up), each
+    standing for an equal share of the samples."""
+    kept = [r for t, r in readings if t >= end - window_s and not r.reasons & GPU_IDLE]
+    if not kept:
+        return []
+    share = [samples // len(kept) + (i < samples % len(kept)) for i in range(len(kept))]
+    return [replace(r, samples=n) for r, n in zip(kept, share, strict=True)]
 
 
 @dataclass(frozen=True)

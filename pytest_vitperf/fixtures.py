@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     import torch
 
     from pytest_vitperf.accuracy import OutputError, TaskAccuracy
-    from pytest_vitperf.backends import Engine
+    from pytest_vitperf.backends import Engine, SelfTimed
     from pytest_vitperf.clocks import ClockReading
     from pytest_vitperf.gemms import GemmOperands
     from pytest_vitperf.kernels import Breakdown
@@ -30,8 +30,8 @@ if TYPE_CHECKING:
     from pytest_vitperf.timing import Clock
 
 SESSION_KEY = pytest.StashKey[VitperfSession]()
-GEMM_WARMUP_MS = 1000.0
-GEMM_DURATION_MS = 1000.0
+GEMM_WARMUP_MS = 250.0
+GEMM_DURATION_MS = 500.0
 
 
 def get_session(config: pytest.Config) -> VitperfSession:
@@ -100,17 +100,17 @@ def _model_name(request: pytest.FixtureRequest, session: VitperfSession, model: 
 
 @pytest.fixture
 def engine(vitperf_session: VitperfSession, request: pytest.FixtureRequest) -> Callable[..., Engine]:
-    """Factory: `engine(precision, batch, model=None)` -> an Engine built by the selected backend,
-    cached for the session. Skips, with the reason, a combination that cannot run here."""
+    """Factory: `engine(precision, batch, model=None, backend=None)` -> an Engine built by the selected backend (or
+    the one named), cached for the session. Skips, with the reason, a combination that cannot run here."""
 
-    def make(precision: str, batch: int, model: str | None = None) -> Engine:
+    def make(precision: str, batch: int, model: str | None = None, backend: str | None = None) -> Engine:
         name = get_precision(precision).name  # ValueError naming the valid ones
         model = _model_name(request, vitperf_session, model)
-        reason = vitperf_session.skip_reason(name)
+        reason = vitperf_session.skip_reason(name, backend)
         if reason is not None:
             pytest.skip(reason)
         try:
-            built = vitperf_session.engine(model, name, batch)
+            built = vitperf_session.engine(model, name, batch, backend)
             if not vitperf_session.output_checked(built):  # once per engine; a failed check fails each request
                 vitperf_session.record_output_error(built, check_output(built, vitperf_session.reference(built)))
         except VitperfError as exc:
@@ -253,7 +253,7 @@ def vitperf_plan(
         if reason is not None:
             pytest.skip(reason)
         try:
-            _, info = rtx.build(build_model(model), model_name=model, precision=name, batch=batch, target=target,
+            _, info, _ = rtx.build(build_model(model), model_name=model, precision=name, batch=batch, target=target,
                                 cache=vitperf_cache_dir)  # fmt: skip
         except VitperfError as exc:
             pytest.fail(str(exc), pytrace=False)
@@ -269,14 +269,18 @@ def bench(vitperf_session: VitperfSession, request: pytest.FixtureRequest) -> Ca
     """`bench(engine)` -> Measurement: warm-up, then samples until duration and iteration minimums
     are met. Measured once per session for each (model, precision, batch, backend)."""
 
+    from pytest_vitperf.backends import SelfTimed
+
     def run(engine: Engine) -> Measurement:
-        spec = vitperf_session.spec(engine)
-        if spec.key in vitperf_session.measurements:
-            return vitperf_session.measurements[spec.key]
-        breakdown = engine.kernel_breakdown if vitperf_session.settings.kernels else None
-        return _measure(
-            vitperf_session, request, spec, engine.launch, engine.clock, breakdown, vitperf_session.timing()
-        )
+        s = vitperf_session
+        spec = s.spec(engine)
+        if spec.key in s.measurements:
+            return s.measurements[spec.key]
+        breakdown = engine.kernel_breakdown if s.settings.kernels else None
+        timing = s.timing()
+        if isinstance(engine, SelfTimed):
+            return _measure(s, request, spec, lambda: _self_timed(s, engine, timing), breakdown)
+        return _measure(s, request, spec, lambda: _sample(s, engine.launch, engine.clock, timing), breakdown)
 
     return run
 
@@ -295,8 +299,9 @@ def bench_gemm(
 
     def run(g: GemmOperands) -> Measurement:
         s = vitperf_session
-        # A GEMM takes microseconds to a millisecond: a second of samples is thousands of them, and a second of warm-up
-        # brings the clock down to where the power cap holds it. The suite has 80 of them.
+        # A GEMM takes microseconds to a millisecond: half a second of samples is hundreds to thousands of them, and
+        # the suite runs them back to back, so the GPU comes in hot. 78 timed products must leave room in a 10-minute
+        # main job; docs/benchmarks.md compares this setting with 1 s of warm-up and 1 s of samples.
         timing = {**s.timing(), "warmup_ms": GEMM_WARMUP_MS, "duration_ms": GEMM_DURATION_MS}
         clock = TorchCudaEventClock(torch.cuda.Stream(device=s.device.torch_device))
         torch.cuda.synchronize()  # the operands' copies, queued on the default stream, are done before the timing
@@ -313,7 +318,7 @@ def bench_gemm(
             gpu_uuid=s.device.uuid,
             options={**timing, **describe(g.shape, g.kind), "mode": "launches", "cuda": torch.version.cuda},
         )
-        return _measure(s, request, spec, g.launch, clock, None, timing)
+        return _measure(s, request, spec, lambda: _sample(s, g.launch, clock, timing), None)
 
     return run
 
@@ -322,16 +327,14 @@ def _measure(
     session: VitperfSession,
     request: pytest.FixtureRequest,
     spec: Spec,
-    launch: Callable[[], Any],
-    clock: Clock,
+    take: Callable[[], tuple[list[float], list[ClockReading], int]],
     breakdown: Callable[[], Breakdown] | None,
-    timing: dict[str, Any],
 ) -> Measurement:
-    """Sample `launch` (`timing`: timing.sample's keywords), record the Measurement (session, pytest-benchmark) and
-    judge it against its baseline."""
+    """Take the samples (`take`: samples, clock readings, samples dropped), record the Measurement (session,
+    pytest-benchmark) and judge it against its baseline."""
     from pytest_vitperf.timing import median_noise
 
-    samples, clocks, dropped = _sample(session, launch, clock, timing)
+    samples, clocks, dropped = take()
     noise = median_noise(samples)  # inf below 8 samples: recorded as None
     extra: dict[str, Any] = {"median_noise": noise if math.isfinite(noise) else None}
     if clocks:
@@ -366,6 +369,36 @@ def _sample(
     sample(launch, clock, **timing, on_chunk=read)
     facts = session.clock_facts
     return unthrottled(chunks, readings, facts.get("default_sm_mhz") or facts.get("max_sm_mhz"))
+
+
+def _self_timed(
+    session: VitperfSession, engine: SelfTimed, timing: dict[str, Any]
+) -> tuple[list[float], list[ClockReading], int]:
+    """The samples of an engine that times itself in another process, with NVML read every 100 ms meanwhile
+    (clocks.last_busy keeps the readings of the timed part). None is dropped: the samples come without chunks."""
+    import threading
+    import time
+
+    from pytest_vitperf.clocks import last_busy
+
+    probe = session.clock_probe
+    if probe is None:
+        return engine.time_itself(**timing), [], 0
+    readings: list[tuple[float, ClockReading]] = []
+    done = threading.Event()
+
+    def poll() -> None:
+        while not done.wait(0.1):
+            readings.append((time.perf_counter(), probe.read(0)))
+
+    poller = threading.Thread(target=poll, daemon=True)
+    poller.start()
+    try:
+        samples = engine.time_itself(**timing)
+    finally:
+        done.set()
+        poller.join()
+    return samples, last_busy(readings, time.perf_counter(), timing["duration_ms"] / 1e3, len(samples)), 0
 
 
 @pytest.fixture

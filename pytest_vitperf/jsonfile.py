@@ -18,13 +18,16 @@ class FileError(ValueError):
         self.path = path
 
 
-def read_json(path: Path, error: Callable[[Path, str], Exception]) -> Any:
-    """Parsed JSON of `path`; an unreadable or malformed file raises `error(path, what is wrong)`."""
+def read_json(
+    path: Path, error: Callable[[Path, str], Exception], prepare: Callable[[str], str] | None = None
+) -> Any:
+    """Parsed JSON of `path` (its text passed through `prepare` first, if given); an unreadable or malformed file
+    raises `error(path, what is wrong)`."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise error(path, f"cannot be read ({exc.strerror or exc})") from None
     try:
-        return json.loads(text)
+        return json.loads(prepare(text) if prepare is not None else text)
     except json.JSONDecodeError as exc:
         raise error(path, f"is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None

@@ -198,7 +198,8 @@ OPTIONS: tuple[_Option, ...] = (
         lambda v: v.strip().lower(),
         "NAME",
         "backend that builds and runs engines: auto (best one runnable here), torch, tensorrt, "
-        "tensorrt-rtx, or one a conftest.py adds (hook pytest_vitperf_make_backend). Default: auto.",
+        "tensorrt-rtx, trtexec, trtexec-rtx (TensorRT's own tool times the engines), or one a conftest.py adds "
+        "(hook pytest_vitperf_make_backend). Default: auto.",
     ),
     _Option(
         PRECISIONS_OPT,

@@ -156,7 +156,7 @@ class PlanCache:
 
 
 def build_cached(
-    trt: ModuleType,
+    trt: ModuleType | None,
     backend: str,
     version: str,
     onnx_bytes: bytes,
@@ -164,8 +164,10 @@ def build_cached(
     *,
     cache: PlanCache | None = None,
     progress: Callable[[str], None] | None = None,
+    builder: Callable[[bytes, BuildOptions], bytes] | None = None,
 ) -> BuildResult:
-    """Build (or fetch from `cache`) the plan of `onnx_bytes`; `progress` gets one line per build."""
+    """Build (or fetch from `cache`) the plan of `onnx_bytes`; `progress` gets one line per build. The build is
+    `builder(onnx_bytes, options)` where given (trtexec), else `build_plan` with the Python module `trt`."""
     fields = PlanCache.key_fields(sha256(onnx_bytes), backend, version, options)
     status = "off"
     if cache is not None:
@@ -173,7 +175,12 @@ def build_cached(
         if plan is not None:
             return BuildResult(plan, "hit", 0.0, cache.root / f"{cache.key(fields)}.engine", fields)
     t0 = time.perf_counter()
-    plan = build_plan(trt, onnx_bytes, options, rtx=backend == "tensorrt-rtx")
+    if builder is not None:
+        plan = builder(onnx_bytes, options)
+    elif trt is not None:
+        plan = build_plan(trt, onnx_bytes, options, rtx=backend == "tensorrt-rtx")
+    else:
+        raise ValueError("build_cached needs the TensorRT module or a builder")
     seconds = time.perf_counter() - t0
     path = cache.store(fields, plan, seconds) if cache is not None else None
     if progress is not None:

@@ -20,8 +20,9 @@ if TYPE_CHECKING:
 
 # Blackwell: B200 (10.0), B300 (10.3), Thor (11.0), RTX PRO 6000 / RTX 50xx (12.0), GB10 (12.1).
 BLACKWELL_SMS = frozenset({100, 103, 110, 120, 121})
-ALL_BACKENDS = frozenset({"torch", "tensorrt", "tensorrt-rtx"})
-TRT_FAMILY = frozenset({"tensorrt", "tensorrt-rtx"})
+# Backends that build TensorRT engines from the precision's export, with the Python API or with trtexec.
+TRT_FAMILY = frozenset({"tensorrt", "tensorrt-rtx", "trtexec", "trtexec-rtx"})
+ALL_BACKENDS = TRT_FAMILY | {"torch"}
 REFERENCE = "fp16"  # speedups are reported against this precision unless an entry names another
 
 

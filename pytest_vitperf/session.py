@@ -58,11 +58,12 @@ class VitperfSession:
         self._measured_here: dict[tuple[str, str, int, str], str] = {}  # key -> nodeid
         self.workers: list[WorkerRecord] = []  # on the xdist controller: where each worker ran, and its start-up
         self._startup_s: dict[str, float] = {}  # "device" (torch import + CUDA probe) and each model's build
-        self._engines: dict[tuple[str, str, int], Engine] = {}
+        self._engines: dict[tuple[str, str, int, str], Engine] = {}
+        self._other_backends: dict[str, tuple[Backend, str | None]] = {}
         self._models: dict[str, Any] = {}
-        self._prepare_s: dict[tuple[str, str, int], float] = {}  # model build + backend prepare (compile included)
+        self._prepare_s: dict[tuple[str, str, int, str], float] = {}  # model build + backend prepare (compile included)
         self._references: dict[tuple[str, int], torch.Tensor] = {}  # (model, batch) -> FP32 output, on the host
-        self._output_errors: dict[tuple[str, str, int], OutputError] = {}
+        self._output_errors: dict[tuple[str, str, int, str], OutputError] = {}
         self._floors: dict[Path, FloorsFile | None] = {}
         self.history_written: list[Path] = []
         self.history_error: str | None = None
@@ -123,6 +124,25 @@ class VitperfSession:
     def backend_reason(self) -> str | None:
         return self._backend[1]
 
+    def other_backend(self, name: str) -> tuple[Backend, str | None]:
+        """A backend besides the run's own, by name, and why it cannot run here: for a test that holds two paths to
+        one number against each other (suites/test_backend_agreement.py)."""
+        if name == self.backend.name:
+            return self._backend
+        if name not in self._other_backends:
+            from pytest_vitperf.backends import hook_maker, select_backend
+
+            if self.config is None:
+                self._other_backends[name] = select_backend(name, self.device)
+            else:
+                self._other_backends[name] = select_backend(name, self.device, hook_maker(self.config)[0])
+        return self._other_backends[name]
+
+    def _backend_of(self, engine: Engine) -> Backend:
+        """The backend that built `engine`: another one only where a test asked for it by name."""
+        other = self._other_backends.get(engine.backend)
+        return other[0] if other is not None else self.backend
+
     # -- what we run ----------------------------------------------------------------------------
     @property
     def models(self) -> tuple[str, ...]:
@@ -148,11 +168,13 @@ class VitperfSession:
             out["cold"] = True
         return out
 
-    def skip_reason(self, precision: str) -> str | None:
-        """Why `precision` cannot be measured here, or None. Nothing is built to find out."""
-        if self.backend_reason is not None:
-            return self.backend_reason
-        return unsupported_reason(precision, self.device) or self.backend.precision_reason(precision)
+    def skip_reason(self, precision: str, backend: str | None = None) -> str | None:
+        """Why `precision` cannot be measured here (by `backend`, else the run's), or None. Nothing is built to find
+        out."""
+        chosen, reason = self.other_backend(backend) if backend is not None else self._backend
+        if reason is not None:
+            return reason
+        return unsupported_reason(precision, self.device) or chosen.precision_reason(precision)
 
     def model(self, model_name: str) -> torch.nn.Module:
         """The FP32 model every engine of `model_name` is prepared from, built once (a vit_base takes seconds to
@@ -170,11 +192,12 @@ class VitperfSession:
             self._startup_s[model_name] = round(time.perf_counter() - start, 1)
         return self._models[model_name]
 
-    def engine(self, model_name: str, precision: str, batch: int) -> Engine:
-        key = (model_name, precision, batch)
+    def engine(self, model_name: str, precision: str, batch: int, backend: str | None = None) -> Engine:
+        chosen = self.other_backend(backend)[0] if backend is not None else self.backend
+        key = (model_name, precision, batch, chosen.name)
         if key not in self._engines:
             start = time.perf_counter()
-            self._engines[key] = self.backend.prepare(
+            self._engines[key] = chosen.prepare(
                 copy.deepcopy(self.model(model_name)),  # a backend may cast or move what it is given
                 model_name=model_name,
                 precision=precision,
@@ -200,20 +223,21 @@ class VitperfSession:
         return self._references[key]
 
     def output_checked(self, engine: Engine) -> bool:
-        return (engine.model_name, engine.precision, engine.batch) in self._output_errors
+        return _key(engine) in self._output_errors
 
     def record_output_error(self, engine: Engine, err: OutputError | None) -> None:
         if err is not None:
-            self._output_errors[(engine.model_name, engine.precision, engine.batch)] = err
+            self._output_errors[_key(engine)] = err
 
     def spec(self, engine: Engine) -> Spec:
-        key = (engine.model_name, engine.precision, engine.batch)
+        key = _key(engine)
+        backend = self._backend_of(engine)
         return Spec(
             model=engine.model_name,
             precision=engine.precision,
             batch=engine.batch,
-            backend=self.backend.name,
-            backend_version=self.backend.version(),
+            backend=backend.name,
+            backend_version=backend.version(),
             device=self.device.name,
             sm=self.device.sm,
             timer=engine.clock.name,
@@ -243,7 +267,7 @@ class VitperfSession:
             return None
         return floors.find(
             gpu=self.device.name,
-            backend=self.backend.name,
+            backend=getattr(self.backend, "floors_as", self.backend.name),  # trtexec times TensorRT's engines
             version=self.backend.version() or "",
             model=model,
             batch=batch,
@@ -350,3 +374,7 @@ class VitperfSession:
         for v in data.get("verdicts", []):
             self.record_verdict(Verdict.from_dict(v))
         return merged
+
+
+def _key(engine: Engine) -> tuple[str, str, int, str]:
+    return (engine.model_name, engine.precision, engine.batch, engine.backend)

@@ -1,13 +1,18 @@
-"""trtexec as a second, independent path to a TensorRT number: the command lines that build and time an engine, and
-the reading of what trtexec writes into samples, layers and a kernel breakdown.
+"""trtexec as a second, independent path to a TensorRT number: the command lines that build, time, profile and run an
+engine, and the reading of what trtexec writes.
 
 The seed reports timed their engines with trtexec by hand; these are those commands, written once:
 - build: `--onnx --stronglyTyped --saveEngine --timingCacheFile --profilingVerbosity=detailed`. `--stronglyTyped` is
   what TensorRT 10 needs for the exported Q/DQ graphs to keep their types; TensorRT 11 always types strongly, and
   its trtexec migration guide calls the flag no longer needed.
-- time: `--loadEngine --useCudaGraph --noDataTransfers --warmUp --duration --iterations`, then `--exportTimes`,
-  `--exportProfile` and `--exportLayerInfo`. `--separateProfileRun` keeps the per-layer profiling, which serialises
-  layers, out of the timed inferences.
+- time: `--loadEngine --useCudaGraph --noDataTransfers --warmUp --duration --iterations --exportTimes`, on the
+  plugin's fixed input (`--loadInputs`).
+- profile, a separate run (per-layer profiling serialises layers, so it never shares a run with the timing):
+  `--exportProfile --exportLayerInfo --profilingVerbosity=detailed`.
+- output: one inference of a given input, `--exportOutput`, for the accuracy check and the accuracy suite.
+
+TensorRT-RTX ships the same tool as `tensorrt_rtx` (with its manual installation, not its pip wheels). Its networks
+are always strongly typed, so its build command has no `--stronglyTyped`.
 
 What trtexec writes is read by the parsers the rest of the project already has: the times by
 `baselines.trtexec.read_compute_ms` (GPU compute time per inference), the layer information and the profile by
@@ -17,37 +22,69 @@ hold the command lines and feed the readers documents in trtexec's formats.
 
 from __future__ import annotations
 
+import math
+import re
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_vitperf.baselines.trtexec import read_compute_ms
-from pytest_vitperf.kernels import Breakdown, breakdown
-from pytest_vitperf.layers import Layer, LayerTime, read_layer_info, read_profile
+from pytest_vitperf.jsonfile import FileError, read_json
 
-TIMES, PROFILE, LAYERS = "times.json", "profile.json", "layers.json"  # what `time_command` asks trtexec to write
+TIMES, PROFILE, LAYERS, OUTPUT = "times.json", "profile.json", "layers.json", "output.json"  # the files it writes
+TRTEXEC, TENSORRT_RTX = "trtexec", "tensorrt_rtx"
+WHERE = {
+    TRTEXEC: "run in an NGC TensorRT container, or add TensorRT's bin folder to PATH",
+    TENSORRT_RTX: "install TensorRT-RTX from NVIDIA's archive (its pip wheels do not ship the tool) and add its bin "
+    "folder to PATH",
+}
 
 
-def find() -> str | None:
-    """The trtexec on PATH (NGC's TensorRT containers ship one), or None."""
-    return shutil.which("trtexec")
+class OutputFileError(FileError):
+    kind = "trtexec output file"
 
 
-def missing_reason() -> str | None:
-    if find() is None:
-        return "trtexec is not on PATH: run in an NGC TensorRT container, or add TensorRT's bin folder to PATH"
+def find(tool: str = TRTEXEC) -> str | None:
+    """The tool on PATH (NGC's TensorRT containers ship trtexec), or None."""
+    return shutil.which(tool)
+
+
+def missing_reason(tool: str = TRTEXEC) -> str | None:
+    if find(tool) is None:
+        return f"{tool} is not on PATH: {WHERE[tool]}"
     return None
 
 
-def build_command(trtexec: str, onnx: Path, engine: Path, timing_cache: Path | None = None) -> list[str]:
-    cmd = [trtexec, f"--onnx={onnx}", "--stronglyTyped", f"--saveEngine={engine}", "--profilingVerbosity=detailed"]
+_BANNER = re.compile(r"\[TensorRT[-\w]* v(\d+)\]")
+
+
+def parse_version(banner: str) -> str | None:
+    """The version in trtexec's first line, `&&&& RUNNING TensorRT.trtexec [TensorRT v101600] ...`: 10.16.0 (TensorRT
+    10 and 11 write major*10000 + minor*100 + patch). Another number is returned as written, `v...`."""
+    m = _BANNER.search(banner)
+    if m is None:
+        return None
+    n = int(m.group(1))
+    return f"{n // 10000}.{n // 100 % 100}.{n % 100}" if n >= 100000 else f"v{n}"
+
+
+def build_command(
+    tool: str, onnx: Path, engine: Path, timing_cache: Path | None = None, *, strongly_typed: bool = True
+) -> list[str]:
+    cmd = [tool, f"--onnx={onnx}", f"--saveEngine={engine}", "--profilingVerbosity=detailed"]
+    if strongly_typed:
+        cmd.insert(2, "--stronglyTyped")
     if timing_cache is not None:
         cmd.append(f"--timingCacheFile={timing_cache}")
     return cmd
 
 
+def _inputs(inputs: dict[str, Path]) -> list[str]:
+    if not inputs:
+        return []
+    return ["--loadInputs=" + ",".join(f"'{name}':{path}" for name, path in inputs.items())]
+
+
 def time_command(
-    trtexec: str,
+    tool: str,
     engine: Path,
     out: Path,
     *,
@@ -55,40 +92,84 @@ def time_command(
     duration_ms: float,
     min_iterations: int,
     cuda_graph: bool = True,
+    inputs: dict[str, Path] | None = None,
 ) -> list[str]:
     """Time `engine` as the plugin's own timer does (warm-up, then a duration and an iteration minimum; trtexec takes
-    the duration in whole seconds), writing TIMES, PROFILE and LAYERS under `out`."""
+    the duration in whole seconds), writing TIMES under `out`."""
     cmd = [
-        trtexec,
+        tool,
         f"--loadEngine={engine}",
+        *_inputs(inputs or {}),
         "--noDataTransfers",
         f"--warmUp={round(warmup_ms)}",
-        f"--duration={max(1, round(duration_ms / 1000))}",
+        f"--duration={max(1, math.ceil(duration_ms / 1000))}",
         f"--iterations={min_iterations}",
         f"--exportTimes={out / TIMES}",
-        f"--exportProfile={out / PROFILE}",
-        f"--exportLayerInfo={out / LAYERS}",
-        "--profilingVerbosity=detailed",
-        "--separateProfileRun",
     ]
     if cuda_graph:
         cmd.insert(2, "--useCudaGraph")
     return cmd
 
 
-@dataclass(frozen=True)
-class TrtexecRun:
-    samples_ms: list[float]  # GPU compute time per timed inference
-    layers: list[Layer]
-    layer_times: list[LayerTime]
-    inspector_schema: str | None
+def profile_command(
+    tool: str, engine: Path, out: Path, *, iterations: int = 50, inputs: dict[str, Path] | None = None
+) -> list[str]:
+    """Per-layer times over `iterations` inferences and the engine's layer information, writing PROFILE and LAYERS."""
+    return [
+        tool,
+        f"--loadEngine={engine}",
+        *_inputs(inputs or {}),
+        "--noDataTransfers",
+        "--warmUp=0",
+        "--duration=0",
+        f"--iterations={iterations}",
+        f"--exportProfile={out / PROFILE}",
+        f"--exportLayerInfo={out / LAYERS}",
+        "--profilingVerbosity=detailed",
+    ]
 
-    def kernel_breakdown(self) -> Breakdown:
-        """The profile's layer times grouped like kernels (layers.py names them as TensorRT does)."""
-        return breakdown({t.name: t.ms for t in self.layer_times}, runs=1)
+
+def output_command(tool: str, engine: Path, out: Path, inputs: dict[str, Path]) -> list[str]:
+    """One inference of `inputs` (raw binary files), its outputs written to OUTPUT and the layer information to
+    LAYERS."""
+    return [
+        tool,
+        f"--loadEngine={engine}",
+        *_inputs(inputs),
+        "--warmUp=0",
+        "--duration=0",
+        "--iterations=1",
+        f"--exportOutput={out / OUTPUT}",
+        f"--exportLayerInfo={out / LAYERS}",
+        "--profilingVerbosity=detailed",
+    ]
 
 
-def read_run(out: Path) -> TrtexecRun:
-    """What one `time_command` left under `out`; a missing or malformed file raises its reader's one-line error."""
-    layers, schema = read_layer_info(out / LAYERS)
-    return TrtexecRun(read_compute_ms(out / TIMES), layers, read_profile(out / PROFILE), schema)
+_NONFINITE = re.compile(r"(?<=[\[,\s])(-?)(nan|inf)(?=[\],\s])", re.IGNORECASE)  # a value, never inside a name
+
+
+def _json_nonfinite(text: str) -> str:
+    """trtexec prints a float as C++ streams do (nan, -nan, inf); JSON, as Python reads it, spells them NaN and
+    Infinity. A NaN output is the engine's problem to report, not a malformed file."""
+    return _NONFINITE.sub(lambda m: "NaN" if m[2].lower() == "nan" else f"{m[1]}Infinity", text)
+
+
+def read_output(path: Path) -> dict[str, tuple[tuple[int, ...], list[float]]]:
+    """`--exportOutput`'s list of `{"name", "dimensions": "64x1000", "values": [...]}`: name -> (shape, values)."""
+    data = read_json(path, OutputFileError, _json_nonfinite)
+    if not isinstance(data, list) or not data:
+        raise OutputFileError(path, "expected a non-empty JSON list of output tensors (trtexec --exportOutput)")
+    out = {}
+    for i, item in enumerate(data):
+        if not isinstance(item, dict) or not {"name", "dimensions", "values"} <= set(item):
+            raise OutputFileError(path, f"entry {i} lacks name, dimensions or values")
+        try:
+            shape = tuple(int(d) for d in str(item["dimensions"]).split("x"))
+        except ValueError:
+            raise OutputFileError(path, f"entry {i} has dimensions {item['dimensions']!r}, not like 64x1000") from None
+        values = item["values"]
+        if not isinstance(values, list) or len(values) != math.prod(shape):
+            count = len(values) if isinstance(values, list) else "no list of"
+            raise OutputFileError(path, f"{item['name']}: {count} values for dimensions {item['dimensions']}")
+        out[str(item["name"])] = (shape, [float(v) for v in values])
+    return out

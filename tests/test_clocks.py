@@ -165,3 +165,20 @@ def test_a_baseline_keeps_the_clock_readings_of_its_samples(h100: dict[str, Meas
     back = JsonDirStorage(tmp_path).get(b.key)
     assert back is not None and back.stats["sm_mhz"] == m.sm_mhz and back.environment["power_limit_w"] == 700.0
     assert [r["sm_mhz"] for r in back.environment["clock_readings"]] == [r.sm_mhz for r in m.clocks]
+
+
+def test_a_tool_s_run_keeps_the_busy_readings_of_its_last_duration() -> None:
+    """trtexec times in its own process: the readings polled meanwhile that count are those of its timed part, the
+    last `duration` before it exits, with the GPU busy; each stands for an equal share of the samples."""
+    from pytest_vitperf.clocks import GPU_IDLE, last_busy
+
+    def reading(mhz: int, reasons: int = 4) -> ClockReading:
+        return ClockReading(0, mhz, 3201, 690.0, reasons)
+
+    polled = [(0.1, reading(1980, GPU_IDLE)), (0.5, reading(1700)),  # start-up, warm-up
+              (1.1, reading(1650)), (1.6, reading(1680)), (2.0, reading(1980, GPU_IDLE)),
+              (2.1, reading(1695))]  # fmt: skip
+    kept = last_busy(polled, end=2.1, window_s=1.0, samples=10)
+    assert [r.sm_mhz for r in kept] == [1650, 1680, 1695] and [r.samples for r in kept] == [4, 3, 3]
+    assert per_sample_sm(kept).count(1650) == 4 and len(per_sample_sm(kept)) == 10
+    assert last_busy(polled[:1], end=2.1, window_s=1.0, samples=10) == []

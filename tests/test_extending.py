@@ -149,4 +149,5 @@ def test_a_backend_from_the_hook_is_selected_and_benchmarked(suite: pytest.Pytes
     assert rows["fp32"]["vs fp16"].endswith("x")  # judged against fp16 like any precision
     bad = suite.runpytest(*FAST, "--vitperf-backend=onnx")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
-    bad.stderr.fnmatch_lines(["*unknown backend 'onnx'; valid: auto, tensorrt, tensorrt-rtx, torch, onnxruntime*"])
+    valid = "auto, tensorrt, tensorrt-rtx, torch, trtexec, trtexec-rtx, onnxruntime"
+    bad.stderr.fnmatch_lines([f"*unknown backend 'onnx'; valid: {valid}*"])

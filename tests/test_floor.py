@@ -119,3 +119,19 @@ def test_malformed_files_name_the_file_and_the_problem(tmp_path: Path, content: 
 def test_missing_file_is_an_error_naming_it(tmp_path: Path) -> None:
     with pytest.raises(FloorsFileError, match="cannot be read"):
         FloorsFile.load(tmp_path / "nope.json")
+
+
+def test_trtexec_is_held_to_tensorrt_s_floors(tmp_path: Path) -> None:
+    """trtexec times TensorRT's engines: the floors written for the tensorrt backend (the seed reports' trtexec
+    numbers) apply to it, and a floor for another backend does not."""
+    from pytest_vitperf.options import Settings
+    from pytest_vitperf.session import VitperfSession
+
+    floors = tmp_path / "floors.json"
+    floors.write_text(json.dumps({"schema": 1, "floors": [
+        {"gpu": "*", "backend": "tensorrt", "precision": "fp8", "min_speedup": 1.2, "source": "trtexec by hand"},
+        {"gpu": "*", "backend": "torch", "precision": "int8", "min_speedup": 0.9}]}))  # fmt: skip
+    s = VitperfSession(Settings(backend="trtexec", floors=floors))
+    found = s.floor_for(tmp_path, "vit_base_patch16_224", "fp8", 64)
+    assert found is not None and found.min_speedup == 1.2
+    assert s.floor_for(tmp_path, "vit_base_patch16_224", "int8", 64) is None

@@ -151,6 +151,8 @@ def test_ini_values_apply_and_command_line_wins(suite: pytest.Pytester) -> None:
     [
         ("tensorrt", "tensorrt is not installed*"),
         ("tensorrt-rtx", "the tensorrt-rtx backend needs an NVIDIA GPU to run engines; no CUDA GPU here*"),
+        ("trtexec", "trtexec is not on PATH: run in an NGC TensorRT container, or add TensorRT's bin folder to PATH"),
+        ("trtexec-rtx", "tensorrt_rtx is not on PATH: install TensorRT-RTX from NVIDIA's archive*"),
     ],
 )
 def test_backend_that_cannot_run_here_skips_with_its_reason(suite: pytest.Pytester, backend: str, reason: str) -> None:

@@ -8,21 +8,27 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_vitperf.backends.base import Backend, Engine, VitperfError
+from pytest_vitperf.backends.base import Backend, Engine, SelfTimed, VitperfError
 from pytest_vitperf.backends.tensorrt import TensorRTBackend, TensorRTRTXBackend
 from pytest_vitperf.backends.torch import TorchBackend
+from pytest_vitperf.backends.trtexec import TrtexecBackend, TrtexecRTXBackend
 from pytest_vitperf.hookspec import backend_names
 
 if TYPE_CHECKING:
     from pytest_vitperf.env import Device
 
-__all__ = ["BUILTIN", "Backend", "BuiltinBackends", "Engine", "VitperfError", "get_backend", "select_backend"]
+__all__ = [
+    "BUILTIN", "Backend", "BuiltinBackends", "Engine", "SelfTimed", "VitperfError", "get_backend", "select_backend"
+]
 
-# In order of preference for --vitperf-backend auto.
+# In order of preference for --vitperf-backend auto, which stops at torch: the trtexec ones run only when named, as
+# a second path to the number the Python API gives.
 BUILTIN: dict[str, Callable[[], Backend]] = {
     "tensorrt": TensorRTBackend,
     "tensorrt-rtx": TensorRTRTXBackend,
     "torch": TorchBackend,
+    "trtexec": TrtexecBackend,
+    "trtexec-rtx": TrtexecRTXBackend,
 }
 
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from pytest_vitperf.errors import VitperfError
 
-__all__ = ["Backend", "Engine", "VitperfError"]
+__all__ = ["Backend", "Engine", "SelfTimed", "VitperfError"]
 
 if TYPE_CHECKING:
     import torch
@@ -48,6 +48,15 @@ class Engine(Protocol):
 
     def kernel_breakdown(self) -> Breakdown:
         """A separate profiled run: time per inference by kind of kernel (kernels.py)."""
+        ...
+
+
+@runtime_checkable
+class SelfTimed(Protocol):
+    """An engine that a tool times in its own process (trtexec): `bench` asks it for the samples instead of launching
+    it, with the same timing keywords as `timing.sample`. A keyword it cannot honour raises VitperfError."""
+
+    def time_itself(self, *, warmup_ms: float, duration_ms: float, min_iterations: int, **other: Any) -> list[float]:
         ...
 
 

@@ -23,12 +23,16 @@ from pytest_vitperf.precision import builtin_backend_reason, get_precision
 from pytest_vitperf.timing import Clock, CudaPythonEventClock, check_cuda
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import torch
 
+    from pytest_vitperf.backends.base import Engine
     from pytest_vitperf.env import Device
     from pytest_vitperf.kernels import Breakdown
     from pytest_vitperf.layers import Layer, LayerTime
     from pytest_vitperf.options import Settings
+    from pytest_vitperf.plan import BuildOptions, BuildResult
 
 
 @dataclass
@@ -222,11 +226,15 @@ class _TensorRTFamily:
     def target(self, device: Device) -> str:
         return "native"
 
+    def builder(self, cache: Path | None) -> Callable[[bytes, BuildOptions], bytes] | None:
+        """How a plan is built from ONNX bytes; None: plan.build_plan with the Python module."""
+        return None
+
     def build(
         self, model: torch.nn.Module, *, model_name: str, precision: str, batch: int, target: str, cache: Path | None
-    ) -> tuple[bytes, dict[str, Any]]:
+    ) -> tuple[BuildResult, dict[str, Any], bytes]:
         """The plan of `precision` for `target` ("native": the GPU at hand; "SM120" and the like: TensorRT-RTX's
-        ahead-of-time build, which needs no GPU), from the precision's export, and what to record about it."""
+        ahead-of-time build, which needs no GPU), from the precision's export; what to record about it; the export."""
         import onnx as onnx_lib
 
         from pytest_vitperf.coverage import quantization_coverage
@@ -236,17 +244,18 @@ class _TensorRTFamily:
         reason = self.precision_reason(precision)
         if reason is not None:
             raise VitperfError(reason)
-        trt = importlib.import_module(self.module)
+        builder = self.builder(cache)
         onnx = export_onnx(precision, model, batch, cache_dir=cache)
         options = BuildOptions(target=target, sparse_weights=get_precision(precision).recipe.sparse24)
         result = build_cached(
-            trt,
+            importlib.import_module(self.module) if builder is None else None,
             self.name,
             self.version() or "?",
             onnx,
             options,
             cache=PlanCache(cache / "plans") if cache is not None else None,
             progress=lambda line: print(f"vitperf: {model_name} {precision} b{batch}: {line}", file=sys.stderr),
+            builder=builder,
         )
         coverage = quantization_coverage(onnx_lib.load_from_string(onnx))
         info = {
@@ -258,7 +267,7 @@ class _TensorRTFamily:
             "coverage": coverage.summary(),
             "quantized_gemm_flops": round(coverage.fraction, 4),
         }
-        return result.plan, info
+        return result, info, onnx
 
     def prepare(
         self,
@@ -269,8 +278,8 @@ class _TensorRTFamily:
         batch: int,
         device: Device,
         settings: Settings,
-    ) -> TrtEngine:
-        plan, info = self.build(
+    ) -> Engine:
+        result, info, _ = self.build(
             model.to(device.torch_device),
             model_name=model_name,
             precision=precision,
@@ -279,7 +288,8 @@ class _TensorRTFamily:
             cache=settings.cache_dir,
         )
         trt = importlib.import_module(self.module)
-        return TrtEngine(self.name, model_name, precision, batch, trt, plan, settings.cuda_graph, info).allocate()
+        engine = TrtEngine(self.name, model_name, precision, batch, trt, result.plan, settings.cuda_graph, info)
+        return engine.allocate()
 
 
 class TensorRTBackend(_TensorRTFamily):
