@@ -289,7 +289,8 @@ def plan_summary(plans: Iterable[PlanRecord]) -> list[str]:
 def accuracy_summary(accuracies: Iterable[TaskAccuracy], measurements: Iterable[Measurement]) -> list[str]:
     """Seed 003's trade-off: per precision, what it costs on the digits task and, where the same run timed it,
     what it buys (the largest batch timed of the run's first model, against FP16 at that batch)."""
-    timed = {(m.spec.model, m.spec.precision, m.spec.batch): m for m in measurements}
+    # ViT measurements only: a GEMM's spec records its shape (gemms.describe) and would sort first as a "model"
+    timed = {(m.spec.model, m.spec.precision, m.spec.batch): m for m in measurements if "gemm" not in m.spec.options}
     model = min((k[0] for k in timed), default="")  # the first model alphabetically...
     batch = max((k[2] for k in timed if k[0] == model), default=0)  # ...at its largest batch
 

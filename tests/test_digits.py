@@ -217,3 +217,24 @@ def test_accuracies_travel_from_xdist_workers_to_the_summary() -> None:
     worker.accuracies.append(acc)
     controller.merge(json.loads(json.dumps(worker.export("gw0"))))
     assert controller.accuracies == [acc]
+
+
+def test_the_trade_off_takes_its_speed_from_a_vit_never_from_a_gemm() -> None:
+    """A GEMM measurement's "model" (gemm-m1-...) sorts before every ViT: the table must not take its speed from it
+    (a main job on an H100 once paired the digits FP16 row with a 1x11008x4096 GEMM)."""
+    from pytest_vitperf.gemms import SHAPES, describe
+    from pytest_vitperf.measurement import Measurement, Spec
+    from pytest_vitperf.report import accuracy_summary
+
+    def timed(model: str, precision: str, batch: int, ms: float, options: dict | None = None) -> Measurement:
+        return Measurement(Spec(model, precision, batch, "torch", "2.11", "GPU", options=options or {}), (ms, ms))
+
+    reference = torch.eye(3)
+    accs = [task_accuracy(p, "torch engine (cuda)", reference, reference, torch.tensor([0, 1, 2])) for p in
+            ("fp16", "fp8")]  # fmt: skip
+    gemm = SHAPES[1]
+    ms = [timed(gemm.name, "fp16", 1, 0.037, describe(gemm, "fp16")), timed(gemm.name, "fp8-tensor", 1, 0.02,
+          describe(gemm, "fp8-tensor")), timed("vit_base_patch16_224", "fp16", 64, 6.5),
+          timed("vit_base_patch16_224", "fp8", 64, 5.2)]  # fmt: skip
+    lines = "\n".join(accuracy_summary(accs, ms))
+    assert "gemm" not in lines and "6.500 (vit_base_patch16_224 b64)" in lines and "1.25x" in lines
