@@ -295,7 +295,7 @@ def bench_gemm(
     import torch
 
     from pytest_vitperf.gemms import describe
-    from pytest_vitperf.timing import TorchCudaEventClock
+    from pytest_vitperf.timing import TorchCudaEventClock, in_graph
 
     def run(g: GemmOperands) -> Measurement:
         s = vitperf_session
@@ -303,8 +303,12 @@ def bench_gemm(
         # the suite runs them back to back, so the GPU comes in hot. 78 timed products must leave room in a 10-minute
         # main job; docs/benchmarks.md compares this setting with 1 s of warm-up and 1 s of samples.
         timing = {**s.timing(), "warmup_ms": GEMM_WARMUP_MS, "duration_ms": GEMM_DURATION_MS}
-        clock = TorchCudaEventClock(torch.cuda.Stream(device=s.device.torch_device))
+        stream = torch.cuda.Stream(device=s.device.torch_device)
+        clock = TorchCudaEventClock(stream)
         torch.cuda.synchronize()  # the operands' copies, queued on the default stream, are done before the timing
+        # Each sample is a CUDA graph of n launches, divided by n; cold, a flush must precede every launch.
+        graphed = not timing.get("cold")
+        launch, n = in_graph(g.launch, stream) if graphed else (g.launch, 1)
         spec = Spec(
             model=g.shape.name,
             precision=g.kind,
@@ -316,9 +320,20 @@ def bench_gemm(
             timer=clock.name,
             gpu_index=s.gpu_index,
             gpu_uuid=s.device.uuid,
-            options={**timing, **describe(g.shape, g.kind), "mode": "launches", "cuda": torch.version.cuda},
+            options={
+                **timing,
+                **describe(g.shape, g.kind),
+                "mode": "cuda-graph" if graphed else "launches",
+                "launches_per_sample": n,
+                "cuda": torch.version.cuda,
+            },
         )
-        return _measure(s, request, spec, lambda: _sample(s, g.launch, clock, timing), None)
+
+        def take() -> tuple[list[float], list[ClockReading], int]:
+            samples, readings, dropped = _sample(s, launch, clock, timing)
+            return [t / n for t in samples], readings, dropped
+
+        return _measure(s, request, spec, take, None)
 
     return run
 

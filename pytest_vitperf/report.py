@@ -167,6 +167,12 @@ def gemm_summary(measurements: Iterable[Measurement]) -> list[str]:
             ]
         )
     notes = [f"peaks (dense, at the datasheet's boost clock): {s}" for s in sorted(sources)]
+    batched = sorted({n for _, m in ms if (n := m.spec.options.get("launches_per_sample", 1)) > 1})
+    if batched:
+        notes.append(
+            f"each sample: one CUDA graph of {batched[0]}-{batched[-1]} back-to-back launches, divided by their "
+            "number (launches_per_sample in the JSON)"
+        )
     return [*table(GEMM_COLUMNS, rows), *notes]
 
 

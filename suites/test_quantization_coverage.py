@@ -7,7 +7,7 @@ import pytest
 
 from pytest_vitperf.coverage import quantization_coverage
 from pytest_vitperf.models import build_model
-from pytest_vitperf.recipes import export_onnx
+from pytest_vitperf.recipes import export_ahead, export_onnx
 
 pytestmark = pytest.mark.gpu_bench
 FULL = ["fp8", "int8", "int8-smoothquant", "mxfp8", "nvfp4"]
@@ -15,10 +15,15 @@ PARTIAL = ["nvfp4-mlp-only"]
 
 
 @pytest.fixture(scope="module")
-def vit_base():
+def vit_base(request, vitperf_cache_dir):
     # On the CPU, GPU or not: coverage is a property of the exported graph, and a GPU export first builds Model
     # Optimizer's CUDA fake-quant extensions (about 3 minutes on a new machine, an H100's 16 cores).
-    return build_model("vit_base_patch16_224")
+    model = build_model("vit_base_patch16_224")
+    if not hasattr(request.config, "workerinput"):  # under xdist the workers share the exports out already
+        here = [item for item in request.session.items if getattr(item, "module", None) is request.module]
+        selected = [item.callspec.params["recipe"] for item in here]
+        export_ahead(selected, model, 1, cache_dir=vitperf_cache_dir)
+    return model
 
 
 def coverage_of(recipe, model, request, cache_dir):

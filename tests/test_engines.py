@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import onnx
 import pytest
 import torch
 
+from pytest_vitperf import recipes
 from pytest_vitperf.coverage import quantization_coverage
 from pytest_vitperf.models import build_model
 from pytest_vitperf.plan import BuildOptions, PlanCache, build_cached
 from pytest_vitperf.precision import PRECISIONS, get_precision
-from pytest_vitperf.recipes import export_onnx, opset
+from pytest_vitperf.recipes import export_ahead, export_onnx, opset
 
 DATA = Path(__file__).parent / "data"
 trt = pytest.importorskip("tensorrt_rtx", reason="tensorrt_rtx is not installed: pip install 'pytest-vitperf[rtx]'")
@@ -125,6 +127,21 @@ def test_export_cache_hits_by_content_and_rebuilds_truncated_files(tiny: torch.n
     other = build_model("vit_tiny", seed=3)
     assert export_onnx("fp8", other, 1, cache_dir=cache) != first  # other weights, other file
     assert len(list((cache / "onnx").glob("fp8-*.onnx"))) == 2
+
+
+def test_exports_made_ahead_in_other_processes_are_found_by_export_onnx(
+    tiny: torch.nn.Module, exports: dict[str, bytes], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)  # two processes, whatever this machine has
+    export_ahead(["fp8", "int8", "fp8"], tiny, 1, cache_dir=tmp_path)
+    assert sorted(p.name.split("-")[0] for p in (tmp_path / "onnx").glob("*.onnx")) == ["fp8", "int8"]
+
+    def no_export(*args: object) -> None:
+        raise AssertionError("exported again")
+
+    monkeypatch.setattr(recipes, "export", no_export)
+    for recipe in ("fp8", "int8"):  # read from the cache, and the same bytes as an export in this process
+        assert export_onnx(recipe, tiny, 1, cache_dir=tmp_path) == exports[recipe]
 
 
 @pytest.mark.parametrize("recipe", ["fp16", "fp8", "int8", "nvfp4", "mxfp8"])

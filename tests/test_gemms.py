@@ -4,6 +4,7 @@ end to end."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -125,6 +126,19 @@ def test_the_summary_gives_tflops_share_of_peak_and_speedup() -> None:
     assert rows["int8"].endswith("-")  # no FP16 of that shape to compare with
     assert lines[-1].startswith("peaks (dense, at the datasheet's boost clock): H200 SXM: NVIDIA H200")
     assert shape_of(ms[0].spec.options) == shape and shape_of({}) is None
+
+
+def test_the_summary_says_how_many_launches_a_graphed_sample_holds() -> None:
+    shape = SHAPES[0]
+    graphed = [
+        replace(m, spec=replace(m.spec, options={**m.spec.options, "launches_per_sample": n}))
+        for m, n in ((_measured(shape, "fp16", 0.2), 5), (_measured(SMALL, "fp16", 0.01), 100))
+    ]
+    assert gemm_summary(graphed)[-1] == (
+        "each sample: one CUDA graph of 5-100 back-to-back launches, divided by their number (launches_per_sample "
+        "in the JSON)"
+    )
+    assert not any("CUDA graph" in line for line in gemm_summary([_measured(shape, "fp16", 0.2)]))
 
 
 def test_the_report_draws_gemms_apart_from_the_vit_families(tmp_path: Path) -> None:
