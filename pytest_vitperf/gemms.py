@@ -100,9 +100,12 @@ PEAKS = (
 
 def dense_peak(device_name: str, kind: str) -> tuple[float, Peak] | None:
     """The GPU's dense peak for `kind` in TFLOPS (TOPS for INT8), and the entry it came from; None if unknown."""
+    k = KINDS.get(kind)
+    if k is None:  # not a GEMM kind: a ViT measurement's precision
+        return None
     for p in PEAKS:
         if any(n in device_name for n in p.names):
-            peak = p.tflops.get(KINDS[kind].peak)
+            peak = p.tflops.get(k.peak)
             return None if peak is None else (peak, p)
     return None
 

@@ -95,6 +95,7 @@ def test_dense_peaks_per_gpu(device: str, kind: str, peak: float, gpu: str) -> N
 def test_unknown_gpus_and_fp4_have_no_peak() -> None:
     assert dense_peak("NVIDIA L4", "fp16") is None
     assert dense_peak("NVIDIA H100 80GB HBM3", "nvfp4") is None
+    assert dense_peak("NVIDIA H100 80GB HBM3", "fp32") is None  # a ViT's precision, not a GEMM kind
 
 
 def test_skip_reasons_name_what_is_missing() -> None:

@@ -15,6 +15,7 @@ from pytest_vitperf.pictures import BenchmarkJsonError, from_pytest_benchmark, w
 from tests.conftest import FAST
 
 STORED = Path(__file__).parent / "data" / "h200-vit_base-b64-benchmark.json"  # -n 2 run on 2x H200, 2026-11-23
+STORED_H100 = STORED.with_name("h100-main-job-benchmark.json")  # main job on an H100, 2026-11-23, part of it
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
@@ -36,6 +37,17 @@ def test_vitperf_report_writes_every_figure_from_a_stored_run(tmp_path: Path) ->
     assert "](speedup-vit-base-patch16-224-b64-torch-gpu-38c6df5e.png)" in report
     assert any(line.split()[:2] == ["vit_base_patch16_224", "fp8"] for line in report.splitlines())
     assert len(json.loads((tmp_path / "data.json").read_text())["measurements"]) == 7
+
+
+def test_a_run_with_vits_and_gemms_on_one_gpu_reports_both(tmp_path: Path) -> None:
+    """The H100 main job at 5840ed7 (3 ViT and 4 GEMM measurements of it): the GEMM figure once took the ViTs' fp32
+    for a GEMM kind and the report stopped with KeyError: 'fp32'."""
+    assert main(["report", str(STORED_H100), "--out", str(tmp_path)]) == 0
+    assert sorted(p.name.split("-")[0] for p in tmp_path.glob("*.png")) == ["gemm", "latency", "speedup", "tradeoff"]
+    report = (tmp_path / "report.md").read_text()
+    gemms = report[report.index("## GEMMs") :]
+    assert "vitb16-proj  fp8-tensor-fast  0.0168" in gemms and "vit_base" not in gemms
+    assert "one CUDA graph of 37-161 back-to-back launches" in gemms
 
 
 def test_kernel_figure_and_floors_appear_when_the_run_has_them(tmp_path: Path) -> None:
