@@ -220,16 +220,22 @@ def clock_notes(measurements: Iterable[Measurement]) -> list[str]:
     return lines
 
 
+def ms_text(ms: float) -> str:
+    """A latency in ms: three decimals, or three significant digits below 0.1 ms, where three decimals would
+    round a 6 us GEMM and a 7 us one to the same 0.006 or 0.007."""
+    return f"{ms:.3f}" if ms >= 0.1 else f"{ms:.3g}"
+
+
 def _outcome_row(o: gate.Outcome) -> tuple[str, ...]:
     k, c = o.key, o.comparison
     batch = f"{k.batch} (cold)" if k.cold else str(k.batch)
     if c is None:
-        return (k.model, k.precision, batch, "-", f"{o.current_ms:.3f}", "-", "-", o.kind)
+        return (k.model, k.precision, batch, "-", ms_text(o.current_ms), "-", "-", o.kind)
     change = c.change + ("" if c.p_value is not None else " (threshold only: no raw samples)")
     if c.change == "improvement":
         change += "; refresh with --vitperf-update-baselines"
     p = "-" if c.p_value is None else f"{c.p_value:.2g}"
-    return (k.model, k.precision, batch, f"{c.baseline_ms:.3f} ({c.statistic})", f"{c.current_ms:.3f}",
+    return (k.model, k.precision, batch, f"{ms_text(c.baseline_ms)} ({c.statistic})", ms_text(c.current_ms),
             f"{c.delta:+.1%}", p, change)  # fmt: skip
 
 
@@ -238,9 +244,9 @@ def write_line(w: gate.Write) -> str:
     if w.error is not None:
         return f"NOT WRITTEN {where}: {w.error}; the run fails: fix that, then run again with {UPDATE}"
     if w.old_ms is None:
-        return f"added {where} median {w.new_ms:.3f} ms"
+        return f"added {where} median {ms_text(w.new_ms)} ms"
     change = w.new_ms / w.old_ms - 1
-    return f"refreshed {where} {w.old_ms:.3f} ms ({w.old_statistic}) -> {w.new_ms:.3f} ms ({change:+.1%})"
+    return f"refreshed {where} {ms_text(w.old_ms)} ms ({w.old_statistic}) -> {ms_text(w.new_ms)} ms ({change:+.1%})"
 
 
 def baseline_summary(outcomes: list[gate.Outcome], writes: list[gate.Write]) -> list[str]:
@@ -266,7 +272,7 @@ def failure_message(o: gate.Outcome, nodeid: str) -> str:
     c, k = o.comparison, o.key
     assert c is not None
     p = "-" if c.p_value is None else f"{c.p_value:.2g}"
-    rows = [(f"{c.baseline_ms:.3f} ms", f"{c.current_ms:.3f} ms", f"{c.delta:+.1%}", p, c.change.upper())]
+    rows = [(f"{ms_text(c.baseline_ms)} ms", f"{ms_text(c.current_ms)} ms", f"{c.delta:+.1%}", p, c.change.upper())]
     lines = [
         f"latency regression: {k.model} {k.precision} batch {k.batch} on {k.backend} "
         f"{k.backend_version}, {k.gpu} ({c.statistic}, threshold {c.threshold:.0%}, {c.method})",

@@ -309,3 +309,11 @@ def test_show_lists_baselines(capsys: pytest.CaptureFixture[str]) -> None:
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split()[:3] == ["backend", "version", "gpu"] and len(lines) == 2 + 9
     assert any("10.14.1" in line and "nvfp4" in line and "5.140 ms (mean)" in line for line in lines)
+
+
+def test_latencies_below_a_tenth_of_a_ms_keep_three_significant_digits() -> None:
+    from pytest_vitperf.report import ms_text
+
+    assert [ms_text(x) for x in (58.4961, 0.6572, 0.1, 0.02871, 0.005912)] == [
+        "58.496", "0.657", "0.100", "0.0287", "0.00591"]  # fmt: skip
+    assert ms_text(0.0059) != ms_text(0.0064)  # a GEMM 8% slower than its baseline shows as such
