@@ -1,8 +1,8 @@
 """Can an AOTInductor package stand in for torch.compile in a warm run? vit_base in FP16 at one batch, in two steps,
 each in its own process as a warm run would be:
 
-    python scripts/aoti_probe.py build /tmp/vb64.pt2 64   # torch.export, then aoti_compile_and_package: times each
-    python scripts/aoti_probe.py load /tmp/vb64.pt2 64    # aoti_load_package, first calls, CUDA graph capture, replay
+    python scripts/aoti_probe.py build vb64.pt2 64   # torch.export, then aoti_compile_and_package: times each
+    python scripts/aoti_probe.py load vb64.pt2 64    # aoti_load_package, first calls, CUDA graph capture, replay
 
 Needs a CUDA GPU. On an H100 with torch 2.11.0 the load crashed (docs/benchmarks.md); faulthandler prints where.
 """
