@@ -65,18 +65,23 @@ def main() -> int:
         return 2
     (engine,) = [e for e in vs._engines.values() if e.precision == "fp16"]
     timing: dict[str, Any] = {"warmup_ms": 100.0, "duration_ms": 300.0, "min_iterations": 10}
+
+    def round_median() -> float:
+        return statistics.median(t.sample(engine.launch, engine.clock, **timing))
+
     rounds: list[dict[str, Any]] = []
     for _ in range(args.rounds):
-        median = statistics.median(t.sample(engine.launch, engine.clock, **timing))
+        median = round_median()
         clocks = vs.clock_probe.read(1).to_dict() if vs.clock_probe is not None else None
         rounds.append({"median_ms": median, "clocks": clocks})
     medians = [r["median_ms"] for r in rounds]
     cut = (min(medians) + max(medians)) / 2
+    two_levels = max(medians) - min(medians) >= 0.01 * min(medians)
     profiled: dict[str, dict[str, Any]] = {}
-    for _ in range(4 * args.rounds):
-        if len(profiled) == 2 or max(medians) - min(medians) < 0.01 * min(medians):
+    for _ in range(4 * args.rounds if two_levels else 0):
+        if len(profiled) == 2:
             break
-        median = statistics.median(t.sample(engine.launch, engine.clock, **timing))
+        median = round_median()
         level = "slow" if median > cut else "fast"
         if level not in profiled:
             profiled[level] = {"round_median_ms": median, **profile(engine)}
