@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -11,7 +12,7 @@ from pytest_vitperf.backends import VitperfError
 from pytest_vitperf.backends.torch import TorchBackend
 from pytest_vitperf.env import Device
 from pytest_vitperf.fixtures import check_output
-from pytest_vitperf.models import build_model, input_size
+from pytest_vitperf.models import build_model, build_vit, input_size
 from pytest_vitperf.options import Settings
 
 CPU = Device("test CPU")
@@ -184,3 +185,29 @@ def test_a_linear_kept_in_high_precision_keeps_its_smoothquant_pre_scale(precisi
     with torch.inference_mode():
         expected = fake(engine.inputs.float())
     assert cosine(expected, engine.output()) > 0.99
+
+
+def test_a_compiled_engine_is_static_whatever_was_compiled_before_it() -> None:
+    """Every timm ViT runs the same forward code, so by default dynamo compiles the second engine it sees with another
+    input size for symbolic sizes. In the main job the accuracy suite's ViT made every latency engine dynamic. Each
+    engine must compile for its own shapes, as a TensorRT engine built for one batch does."""
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    created: list[object] = []
+    real = ShapeEnv.create_symbol
+
+    def counting(self: ShapeEnv, *args: Any, **kwargs: Any) -> Any:
+        expr = real(self, *args, **kwargs)  # a sympy Integer for a static size, a Symbol for a dynamic one
+        if not expr.is_number:
+            created.append(args[0])
+        return expr
+
+    settings = Settings(compile="default")
+    tiny = {"patch_size": 8, "embed_dim": 32, "depth": 1, "num_heads": 2}
+    for img, batch in ((16, 3), (32, 2)):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(ShapeEnv, "create_symbol", counting)
+            engine = TorchBackend().prepare(build_vit(img_size=img, **tiny), model_name="tiny", precision="fp32",
+                                            batch=batch, device=CPU, settings=settings)  # fmt: skip
+        assert engine.output().shape == (batch, 1000)
+    assert created == [], f"symbolic sizes created for {created}"

@@ -207,7 +207,11 @@ class TorchBackend:
         if quantized is not None:
             info["quantization"] = quantized
         if compile_mode != "off":
-            model = torch.compile(model, mode=_COMPILE_MODES[compile_mode])  # type: ignore[assignment]
+            # Static shapes, as a TensorRT engine built for one batch has. By default dynamo marks a dimension dynamic
+            # once a second engine of the same code (any timm ViT) arrives with another size: in the main job the
+            # accuracy suite's 32x32 ViT made every latency engine compile for symbolic batch, channels and image
+            # size, so an engine's kernels depended on what the process had compiled before it.
+            model = torch.compile(model, mode=_COMPILE_MODES[compile_mode], dynamic=False)  # type: ignore[assignment]
         # Compiling happens on the first calls below, all inside `budget`.
         budget = _compiling(settings) if compile_mode != "off" else contextlib.nullcontext()
         if device.sm is None:
