@@ -63,17 +63,37 @@ def main() -> int:
     if vs is None or vs.device.sm is None:
         print("flip_probe: needs a CUDA GPU", file=sys.stderr)
         return 2
-    (engine,) = [e for e in vs._engines.values() if e.precision == "fp16"]
+    (engine,) = [e for e in vs._engines.values() if e.precision == "fp16" and e.batch == 1]
     timing: dict[str, Any] = {"warmup_ms": 100.0, "duration_ms": 300.0, "min_iterations": 10}
 
     def round_median() -> float:
         return statistics.median(t.sample(engine.launch, engine.clock, **timing))
 
-    rounds: list[dict[str, Any]] = []
-    for _ in range(args.rounds):
-        median = round_median()
-        clocks = vs.clock_probe.read(1).to_dict() if vs.clock_probe is not None else None
-        rounds.append({"median_ms": median, "clocks": clocks})
+    def timed_rounds() -> list[dict[str, Any]]:
+        out = []
+        for _ in range(args.rounds):
+            median = round_median()
+            clocks = vs.clock_probe.read(1).to_dict() if vs.clock_probe is not None else None
+            out.append({"median_ms": median, "clocks": clocks})
+        return out
+
+    rounds = timed_rounds()
+    alone: list[dict[str, Any]] = []
+    if len(vs._engines) > 1:  # other engines built before it (e.g. --vitperf-batch-sizes=64,1): time it without them
+        import gc
+
+        import torch
+
+        vs._engines = {k: e for k, e in vs._engines.items() if e is engine}
+        gc.collect()
+        torch.cuda.empty_cache()
+        alone = timed_rounds()
+        print("round medians without the other engines (ms):", " ".join(f"{r['median_ms']:.4f}" for r in alone))
+    else:  # built alone: does building and running a batch-64 engine now slow this one, captured before it?
+        other = vs.engine(engine.model_name, "fp16", 64)
+        t.sample(other.launch, other.clock, warmup_ms=0.0, duration_ms=2000.0, min_iterations=1)
+        alone = timed_rounds()
+        print("round medians after a batch-64 engine (ms):", " ".join(f"{r['median_ms']:.4f}" for r in alone))
     medians = [r["median_ms"] for r in rounds]
     cut = (min(medians) + max(medians)) / 2
     two_levels = max(medians) - min(medians) >= 0.01 * min(medians)
@@ -85,7 +105,10 @@ def main() -> int:
         level = "slow" if median > cut else "fast"
         if level not in profiled:
             profiled[level] = {"round_median_ms": median, **profile(engine)}
-    result = {"device": vs.device.name, "engine": "vit_base fp16 b1", "rounds": rounds, "profiled": profiled}
+    if not profiled:  # one level: profile it anyway, to compare with another process's engine
+        profiled["only"] = {"round_median_ms": round_median(), **profile(engine)}
+    result = {"device": vs.device.name, "engine": "vit_base fp16 b1", "rounds": rounds, "rounds_alone": alone,
+              "profiled": profiled}  # fmt: skip
     (args.out_dir / "flip.json").write_text(json.dumps(result, indent=1) + "\n")
     print("round medians (ms):", " ".join(f"{m:.4f}" for m in medians))
     for level, p in profiled.items():
