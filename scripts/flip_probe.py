@@ -4,10 +4,13 @@ others, on one engine in one process at one clock (docs/benchmarks.md, "Cold mod
     python scripts/flip_probe.py --out-dir DIR [--rounds 40] [pytest args...]
 
 Runs the latency suite in-process for fp16 at batch 1, then times the engine in short rounds (0.1 s warm-up, 0.3 s
-of samples) with an NVML reading per round. After that it profiles rounds until it has profiled one of each level
-(the torch profiler over 50 graph replays): per kernel, mean device time, and the span from the first kernel's start
-to the last kernel's end per replay. If the kernels sum to the same time at both levels and only the span differs,
-the time goes between kernels (launch scheduling), not into them.
+of samples) with an NVML reading per round. Then it times the engine again in a second set of rounds: without the
+other engines, where the run built others (--vitperf-batch-sizes=64,1); after building and running a batch-64
+engine, where it built the batch-1 engine alone. Last, it profiles rounds until it has profiled one of each level
+of the first set (the torch profiler over 50 graph replays; one round where there is one level): per kernel, mean
+device time, and the span from the first kernel's start to the last kernel's end per replay. If the kernels sum to
+the same time at both levels and only the span differs, the time goes between kernels (launch scheduling), not into
+them.
 Writes DIR/flip.json and prints a summary. Needs a CUDA GPU.
 """
 

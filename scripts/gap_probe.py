@@ -6,18 +6,20 @@ This times the batch-1 replay after each step of that build, in the order a seco
     python scripts/gap_probe.py
 
 Steps: 20 GB allocated and written, then freed; a graph of 2000 small kernels captured and replayed; the batch-64
-model compiled and run eagerly; its graph captured and replayed. Needs a CUDA GPU.
+model compiled and run eagerly; its graph captured and replayed. Needs a CUDA GPU. On one H100 it read 0.638-0.647 ms
+from the first step to the last: there, plain torch replays at the slow level from the start.
 """
 
 import copy
 import statistics
+from collections.abc import Callable
 
 import torch
 
 from pytest_vitperf.models import build_model
 
 
-def capture(run, stream):  # type: ignore[no-untyped-def]
+def capture(run: Callable[[], object], stream: torch.cuda.Stream) -> torch.cuda.CUDAGraph:
     with torch.cuda.stream(stream):
         for _ in range(3):
             run()
