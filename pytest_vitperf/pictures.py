@@ -220,8 +220,9 @@ def write(out: Path, measurements: Iterable[Measurement], floors: dict[Key, floa
         sections += [f"## {model}, batch {batch} ({backend}, {members[0].spec.device})", ""]
         sections += [f"![{f.stem}]({f.name})" for f in made] + [""]
     gemm_text: list[str] = []
-    for uuid in sorted({m.spec.gpu_uuid or "" for m in ms if shape_of(m.spec.options) is not None}):
-        on_gpu = [m for m in ms if (m.spec.gpu_uuid or "") == uuid and shape_of(m.spec.options) is not None]
+    gemms = [m for m in ms if shape_of(m.spec.options) is not None]
+    for uuid in sorted({m.spec.gpu_uuid or "" for m in gemms}):
+        on_gpu = [m for m in gemms if (m.spec.gpu_uuid or "") == uuid]
         fig = gemm_figure(on_gpu, out / f"gemm-{slug(on_gpu[0].spec.device)}-{uuid[:12] or 'cpu'}.png")
         written += [fig] if fig is not None else []
         gemm_text += ["## GEMMs", "", "```", *gemm_summary(on_gpu), "```", ""]

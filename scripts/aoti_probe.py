@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torchao_static_probe import graph_engine  # this folder is on sys.path when run as a script
 
 from pytest_vitperf.models import build_model
 
@@ -28,13 +29,8 @@ STEPS = ("build", "load", "dynamo-build", "dynamo-load", "jit")
 def ready(run: Any, x: torch.Tensor, t: float, mode: Any = torch.inference_mode) -> None:
     """First calls, CUDA graph capture, then the replay's time; `t` is when the step started."""
     stream = torch.cuda.Stream()
-    with mode(), torch.cuda.stream(stream):
-        for _ in range(3):
-            run(x)
-        stream.synchronize()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, stream=stream):
-            out = run(x)
+    graph, out = graph_engine(run, x, stream, mode)
+    with torch.cuda.stream(stream):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         for _ in range(50):
             graph.replay()

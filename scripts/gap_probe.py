@@ -12,22 +12,11 @@ from the first step to the last: there, plain torch replays at the slow level fr
 
 import copy
 import statistics
-from collections.abc import Callable
 
 import torch
+from torchao_static_probe import graph_engine  # this folder is on sys.path when run as a script
 
 from pytest_vitperf.models import build_model
-
-
-def capture(run: Callable[[], object], stream: torch.cuda.Stream) -> torch.cuda.CUDAGraph:
-    with torch.cuda.stream(stream):
-        for _ in range(3):
-            run()
-        stream.synchronize()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, stream=stream):
-            run()
-    return graph
 
 
 def replay_ms(graph: torch.cuda.CUDAGraph, stream: torch.cuda.Stream, n: int = 400) -> float:
@@ -50,7 +39,7 @@ def main() -> None:
     stream = torch.cuda.Stream()
     b1 = torch.compile(copy.deepcopy(fp32).cuda().half().eval(), dynamic=False)
     x1 = torch.randn(1, 3, 224, 224, device="cuda", dtype=torch.half)
-    g1 = capture(lambda: b1(x1), stream)
+    g1, _ = graph_engine(b1, x1, stream, torch.no_grad)
 
     def show(step: str) -> None:
         print(f"{step:<42} b1 replay {replay_ms(g1, stream):.4f} ms", flush=True)
@@ -63,7 +52,7 @@ def main() -> None:
     torch.cuda.empty_cache()
     show("20 GB freed")
     y = torch.zeros(16, device="cuda")
-    small = capture(lambda: [y.add_(1) for _ in range(2000)], stream)
+    small, _ = graph_engine(lambda t: [t.add_(1) for _ in range(2000)], y, stream, torch.no_grad)
     small.replay()
     show("a graph of 2000 small kernels")
     b64 = torch.compile(copy.deepcopy(fp32).cuda().half().eval(), dynamic=False)
@@ -73,7 +62,7 @@ def main() -> None:
             b64(x64)
     stream.synchronize()
     show("batch 64 compiled and run eagerly")
-    g64 = capture(lambda: b64(x64), stream)
+    g64, _ = graph_engine(b64, x64, stream, torch.no_grad)
     show("batch 64 captured")
     replay_ms(g64, stream, 200)
     show("batch 64 replayed")

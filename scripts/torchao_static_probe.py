@@ -55,8 +55,11 @@ def torchao_static(model: torch.nn.Module, cache_dir: Path | None) -> tuple[torc
     return out, len(scales)
 
 
-def graph_engine(model: Any, x: torch.Tensor, stream: torch.cuda.Stream) -> tuple[Any, torch.Tensor]:
-    with torch.inference_mode(), torch.cuda.stream(stream):
+def graph_engine(
+    model: Any, x: torch.Tensor, stream: torch.cuda.Stream, mode: Any = torch.inference_mode
+) -> tuple[Any, torch.Tensor]:
+    """Three calls of `model(x)` on `stream`, then one captured as a CUDA graph: (graph, its output)."""
+    with mode(), torch.cuda.stream(stream):
         for _ in range(3):
             model(x)
         stream.synchronize()
