@@ -1,10 +1,15 @@
-"""Hooks a conftest.py can implement to customise pytest-vitperf."""
+"""Hooks a conftest.py can implement to customise pytest-vitperf, and the built-in backends' own implementation of
+them."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from pytest_vitperf.engines.backends import Backend
 
 
 @pytest.hookspec(firstresult=True)
@@ -23,10 +28,40 @@ def pytest_vitperf_backend_names(config: pytest.Config) -> list[str]:
 
 @pytest.hookspec(firstresult=True)
 def pytest_vitperf_make_backend(config: pytest.Config, name: str) -> Any:
-    """Return a new backend (an object following `pytest_vitperf.backends.Backend`) for `name`, or None when the
-    name is not yours. The built-in backends (tensorrt, tensorrt-rtx, torch) are made through this hook too."""
+    """Return a new backend (an object following `pytest_vitperf.Backend`) for `name`, or None when the name is not
+    yours. The built-in backends (tensorrt, tensorrt-rtx, torch) are made through this hook too."""
 
 
 def backend_names(config: pytest.Config) -> list[str]:
     """Every backend name the run's plugins and conftest.py files provide, built-in ones first, once each."""
     return list(dict.fromkeys(n for group in config.hook.pytest_vitperf_backend_names(config=config) for n in group))
+
+
+class BuiltinBackends:
+    """The built-in backends as a pytest plugin: they register through the same hooks as a user's."""
+
+    @pytest.hookimpl(tryfirst=True)  # first in the list: auto prefers them
+    def pytest_vitperf_backend_names(self) -> list[str]:
+        from pytest_vitperf.engines.backends import BUILTIN
+
+        return list(BUILTIN)
+
+    @pytest.hookimpl(trylast=True)  # a conftest.py may replace a built-in under its name
+    def pytest_vitperf_make_backend(self, name: str) -> Backend | None:
+        from pytest_vitperf.engines.backends import BUILTIN
+
+        factory = BUILTIN.get(name)
+        return factory() if factory is not None else None
+
+
+def hook_maker(config: Any) -> tuple[Callable[[str], Backend], list[str]]:
+    """The make function and the names of every backend the run's plugins and conftest.py files provide."""
+    names = backend_names(config)
+
+    def make(name: str) -> Backend:
+        backend = config.hook.pytest_vitperf_make_backend(config=config, name=name)
+        if backend is None:
+            raise ValueError(f"unknown backend {name!r}; valid: auto, {', '.join(names)}")
+        return backend
+
+    return make, names

@@ -7,7 +7,6 @@ Heavy modules (torch, timm, modelopt, tensorrt) are imported by fixtures and bac
 from __future__ import annotations
 
 import itertools
-from pathlib import Path
 from typing import Any, cast
 
 import pytest
@@ -18,6 +17,7 @@ from pytest_vitperf.fixtures import (  # noqa: F401  (fixtures are registered by
     add_to_pytest_benchmark,
     assert_speedup,
     bench,
+    bench_family,
     bench_gemm,
     digits_accuracy,
     engine,
@@ -68,20 +68,21 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     from pytest_vitperf import hookspec
-    from pytest_vitperf.backends import BuiltinBackends
 
     pluginmanager.add_hookspecs(hookspec)
-    pluginmanager.register(BuiltinBackends(), "vitperf-builtin-backends")
+    pluginmanager.register(hookspec.BuiltinBackends(), "vitperf-builtin-backends")
 
 
 def pytest_report_header(config: pytest.Config) -> str:
     session = get_session(config)
     if not session.settings.enabled:
         return f"vitperf: benchmarks off (enable with {GPU_BENCH})"
-    from pytest_vitperf.env import header_line
+    from pytest_vitperf.measure.env import header_line
 
     backend = session.backend
     line = header_line(session.device, backend.name, backend.version())
+    for banner in _delay_banner(session):
+        line += f"\nvitperf: {banner}"
     if session.backend_reason:
         line += f"\nvitperf: backend {backend.name} cannot run here: {session.backend_reason}"
     return line
@@ -94,7 +95,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     session = get_session(metafunc.config)
     if not wanted or not session.settings.enabled:
         return  # without --gpu-bench the test is skipped whole; probing the device would cost seconds
-    from pytest_vitperf.precision import REFERENCE
+    from pytest_vitperf.core.precision import REFERENCE
 
     precisions = sorted(session.precisions, key=lambda p: p != REFERENCE)
     axes = {
@@ -128,26 +129,36 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.add_marker(pytest.mark.skip(reason=reason))
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    vs = get_session(session.config)
+    if vs.settings.enabled:
+        from pytest_vitperf.fixtures.family import collected
+
+        collected(vs, session.items)
+
+
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     session = get_session(config)
     tr = terminalreporter
     _measurements(tr, session)
     _workers(tr, session)
     if session.plans:
-        from pytest_vitperf.report import plan_summary
+        from pytest_vitperf.report.tables import plan_summary
 
         tr.write_sep("-", "vitperf plans (built ahead of time, not timed)")
         for line in plan_summary(session.plans):
             tr.write_line(line)
     if session.accuracies:
-        from pytest_vitperf.report import accuracy_summary
+        from pytest_vitperf.report.tables import accuracy_summary
 
         tr.write_sep("-", "vitperf accuracy (digits ViT test split, against its FP32 model)")
         for line in accuracy_summary(session.accuracies, session.measurements.values()):
             tr.write_line(line)
-    _files_written(tr, session)
+    from pytest_vitperf.outputs import files_written
+
+    files_written(tr, session)
     if session.outcomes or session.writes:
-        from pytest_vitperf.report import baseline_summary
+        from pytest_vitperf.report.baselines import baseline_summary
 
         tr.write_sep("-", f"vitperf baselines ({session.settings.baseline_dir})")
         for line in baseline_summary(session.outcomes, session.writes):
@@ -158,14 +169,18 @@ def _measurements(tr: Any, session: VitperfSession) -> None:
     """The summary table, its warnings and notes, and the GEMMs' table."""
     if not session.measurements:
         return
-    from pytest_vitperf.report import clock_notes, gemm_summary, measurement_notes, summary
+    from pytest_vitperf.report.tables import clock_notes, gemm_summary, interval_notes, measurement_notes, summary
 
-    max_cov = session.settings.noise_threshold
+    max_cov, confidence = session.settings.noise_threshold, session.settings.confidence
     tr.write_sep("=", "vitperf summary")
     tr.write_line(f"device: {session.device.describe()}")
-    for line in summary(session.measurements.values(), session.verdicts, max_cov):
+    for line in _delay_banner(session):
         tr.write_line(line)
-    noisy = [m for m in session.measurements.values() if m.cov > max_cov]
+    for line in summary(session.measurements.values(), session.verdicts, max_cov, confidence):
+        tr.write_line(line)
+    for line in interval_notes(session.measurements.values(), session.verdicts.values(), confidence):
+        tr.write_line(line)
+    noisy = [m for m in session.measurements.values() if m.cov > max_cov and not m.rounds]
     if noisy:
         tr.write_line(
             f"warning: {len(noisy)} measurement(s) with CoV above {max_cov:.1%}; the GPU or host was busy or "
@@ -180,10 +195,19 @@ def _measurements(tr: Any, session: VitperfSession) -> None:
             tr.write_line(line)
 
 
+def _delay_banner(session: VitperfSession) -> list[str]:
+    """--vitperf-inject-delay, said loudly: the engines it names are slower on purpose."""
+    return [
+        f"!!! SENSITIVITY SELF-TEST: every {p} engine runs {rel:.1%} of its own time slower on purpose "
+        "(--vitperf-inject-delay); its speedups and verdicts say what this run can detect, not how fast it is !!!"
+        for p, rel in session.settings.inject_delay
+    ]
+
+
 def _workers(tr: Any, session: VitperfSession) -> None:
     """Where each xdist worker ran, and any that went down (which fails the run)."""
     if session.workers:
-        from pytest_vitperf.report import worker_summary
+        from pytest_vitperf.workers import worker_summary
 
         tr.write_sep("-", "vitperf workers (one GPU each; each family of a model and batch on one worker)")
         for line in worker_summary(session.workers):
@@ -193,26 +217,6 @@ def _workers(tr: Any, session: VitperfSession) -> None:
             f"vitperf: worker {lost}. What it measured is in no table or file and the run fails; run it again, "
             "or in one process to see the error: pytest -n 0"
         )
-
-
-def _files_written(tr: Any, session: VitperfSession) -> None:
-    """The history and export files this run wrote, or why not (which fails the run)."""
-    fix = "the run fails: fix that, then run again"
-    if session.history_written or session.history_error:
-        tr.write_sep("-", f"vitperf history ({session.settings.history})")
-        if session.history_error:
-            tr.write_line(f"NOT WRITTEN: {session.history_error}; {fix}")
-        else:
-            n = len(session.history_written)
-            tr.write_line(
-                f"appended this run to {n} file(s); find steps with: vitperf history {session.settings.history}"
-            )
-    if session.exported or session.export_errors:
-        tr.write_sep("-", "vitperf exports")
-        for line in session.exported:
-            tr.write_line(f"wrote {line}")
-        for line in session.export_errors:
-            tr.write_line(f"NOT WRITTEN {line}; {fix}")
 
 
 # -- xdist: one worker per GPU, a family per worker, results handed to the controller ----------
@@ -245,33 +249,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    vs = get_session(session.config)
-    if vs.settings.update_baselines:
-        vs.write_baselines()  # each process writes what it measured; the store's lock merges them
-    workeroutput = getattr(session.config, "workeroutput", None)
-    if workeroutput is not None:
-        workeroutput["vitperf"] = vs.export(session.config.workerinput["workerid"])  # type: ignore[attr-defined]
-        return
-    if vs.settings.history is not None:
-        vs.write_history()  # the controller, once it holds every worker's measurements
-    vs.write_exports()
-    if vs.settings.report is not None and vs.measurements:
-        _write_report(vs, vs.settings.report)
-    failed_write = bool(vs.history_error or vs.export_errors or vs.lost_workers)
-    failed_write |= any(w.error is not None for w in vs.writes)
-    if failed_write and session.exitstatus == pytest.ExitCode.OK:
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a nightly job must not believe it refreshed them
+    from pytest_vitperf import outputs
 
-
-def _write_report(vs: VitperfSession, out: Path) -> None:
-    """--vitperf-report: here, not in the session, because the figures sit above it (pictures imports report)."""
-    from pytest_vitperf.pictures import write
-
-    floors = {k: v.floor for k, v in vs.verdicts.items() if v.floor is not None}
-    try:
-        vs.exported += [f"report: {p}" for p in write(out, vs.measurements.values(), floors)]
-    except OSError as exc:
-        vs.export_errors.append(f"report {out}: {exc.strerror or exc}")
+    outputs.finish(session, get_session(session.config))
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -291,7 +271,7 @@ def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: di
     session = get_session(config)
     if not session.settings.enabled:
         return
-    from pytest_vitperf.env import software_versions
+    from pytest_vitperf.measure.env import software_versions
 
     backend = session.backend
     machine_info["vitperf"] = {

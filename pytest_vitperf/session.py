@@ -5,28 +5,31 @@ from __future__ import annotations
 
 import copy
 import json
+import secrets
 import time
 from dataclasses import asdict
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_vitperf.baselines.gate import Outcome, Write, measured_provenance, to_baseline, write
-from pytest_vitperf.clocks import NvmlProbe
-from pytest_vitperf.floor import FLOORS_FILE, Floor, FloorsFile, Verdict
-from pytest_vitperf.measurement import Measurement, Spec
-from pytest_vitperf.plan import PlanRecord
-from pytest_vitperf.precision import PRECISIONS, unsupported_reason
+from pytest_vitperf.core.precision import PRECISIONS, unsupported_reason
+from pytest_vitperf.engines.plan import PlanRecord
+from pytest_vitperf.measure.clocks import NvmlProbe
+from pytest_vitperf.measure.measurement import Measurement, Spec
+from pytest_vitperf.measure.rounds import MAX_LOOKS, FamilyRun, RoundPlan
+from pytest_vitperf.verdicts.baselines.gate import Outcome, Write
+from pytest_vitperf.verdicts.floors import FLOORS_FILE, Floor, FloorsFile, Verdict
+from pytest_vitperf.verdicts.stats import family_wise
 from pytest_vitperf.workers import WorkerRecord, pin_gpu, share_host, worker_count, worker_index
 
 if TYPE_CHECKING:
     import torch
 
-    from pytest_vitperf.accuracy import OutputError, TaskAccuracy
-    from pytest_vitperf.backends import Backend, Engine
-    from pytest_vitperf.baselines.store import JsonDirStorage
-    from pytest_vitperf.env import Device
-    from pytest_vitperf.options import Settings
+    from pytest_vitperf.core.settings import Settings
+    from pytest_vitperf.engines.backends import Backend, Engine
+    from pytest_vitperf.measure.env import Device
+    from pytest_vitperf.verdicts.accuracy import OutputError, TaskAccuracy
+    from pytest_vitperf.verdicts.baselines.store import JsonDirStorage
 
 GPU_DEFAULTS = (("vit_base_patch16_224",), (1, 64))
 CPU_DEFAULTS = (("vit_tiny_patch16_224",), (1, 8))
@@ -71,6 +74,10 @@ class VitperfSession:
         self.export_errors: list[str] = []
         self.lost_workers: list[str] = []  # on the controller: workers that went down, taking their results along
         self.gpu_index = 0  # among the GPUs the run was started with; a pinned worker sees its own as cuda:0
+        self.families: dict[tuple[str, int, str], FamilyRun] = {}  # (model, batch, backend) -> what its rounds gave
+        self.members_of: dict[tuple[str, int], dict[str, str]] = {}  # (model, batch) -> precision -> test node id
+        self.floors_judged = 0  # floors the collected tests will judge: they share the run's confidence
+        self.seed = settings.seed if settings.seed is not None else secrets.randbelow(2**31)
 
     # -- where we run ---------------------------------------------------------------------------
     @cached_property
@@ -90,7 +97,7 @@ class VitperfSession:
     def device(self) -> Device:
         """This process's GPU, cuda:0 (a pinned worker sees only its own), else the CPU."""
         start = time.perf_counter()
-        from pytest_vitperf.env import probe_device
+        from pytest_vitperf.measure.env import probe_device
 
         device = probe_device(0)
         self._startup_s["device"] = round(time.perf_counter() - start, 1)
@@ -98,7 +105,8 @@ class VitperfSession:
 
     @cached_property
     def _backend(self) -> tuple[Backend, str | None]:
-        from pytest_vitperf.backends import hook_maker, select_backend
+        from pytest_vitperf.engines.backends import select_backend
+        from pytest_vitperf.hookspec import hook_maker
 
         if self.config is None:
             return select_backend(self.settings.backend, self.device)
@@ -130,7 +138,8 @@ class VitperfSession:
         if name == self.backend.name:
             return self._backend
         if name not in self._other_backends:
-            from pytest_vitperf.backends import hook_maker, select_backend
+            from pytest_vitperf.engines.backends import select_backend
+            from pytest_vitperf.hookspec import hook_maker
 
             if self.config is None:
                 self._other_backends[name] = select_backend(name, self.device)
@@ -181,8 +190,8 @@ class VitperfSession:
         initialise on a CPU): random weights from the zoo's seed, trained ones for the digits ViT."""
         if model_name not in self._models:
             start = time.perf_counter()
-            from pytest_vitperf.digits import trained_model
-            from pytest_vitperf.models import DIGITS_MODEL, build_model
+            from pytest_vitperf.engines.digits import trained_model
+            from pytest_vitperf.engines.models import DIGITS_MODEL, build_model
 
             model = trained_model(self.settings.cache_dir) if model_name == DIGITS_MODEL else build_model(model_name)
             if self.config is not None:
@@ -206,7 +215,19 @@ class VitperfSession:
                 settings=self.settings,
             )
             self._prepare_s[key] = round(time.perf_counter() - start, 1)
+            delay = dict(self.settings.inject_delay).get(precision)
+            if delay is not None:  # the sensitivity self-test: a known slowdown, loud in the header and the summary
+                from pytest_vitperf.engines.delay import inject
+
+                self._engines[key] = inject(self._engines[key], delay)
         return self._engines[key]
+
+    def release(self, model_name: str, precision: str, batch: int) -> None:
+        """Drop an engine and give its device memory back (a family whose engines do not fit together)."""
+        if self._engines.pop((model_name, precision, batch, self.backend.name), None) is not None and self.device.sm:
+            import torch
+
+            torch.cuda.empty_cache()
 
     def reference(self, engine: Engine) -> torch.Tensor:
         """The FP32 model's output on the engine's fixed input, once per (model, batch). Computed eagerly on the CPU:
@@ -215,7 +236,7 @@ class VitperfSession:
         if key not in self._references:
             import torch
 
-            from pytest_vitperf.models import fixed_input, input_size
+            from pytest_vitperf.engines.models import fixed_input, input_size
 
             model = self.model(engine.model_name)
             with torch.inference_mode():
@@ -251,6 +272,30 @@ class VitperfSession:
             },
         )
 
+    # -- families: the latency suite's interleaved rounds --------------------------------------------
+    def members(self, model: str, batch: int) -> list[str]:
+        return list(self.members_of.get((model, batch), {}))
+
+    def member_nodeid(self, run: FamilyRun, precision: str, request: Any) -> str:
+        """The test that owns a family member's measurement: its own test, or (a reference whose test was not
+        selected) the test that asked for the family."""
+        return self.members_of.get((run.model, run.batch), {}).get(precision) or request.node.nodeid
+
+    def measured_by(self, key: tuple[str, str, int, str]) -> str | None:
+        return self._measured_here.get(key)
+
+    def round_plan(self) -> RoundPlan:
+        s = self.settings
+        warmup = s.warmup_ms if s.warmup_ms is not None else CPU_WARMUP_MS if self.device.sm is None else GPU_WARMUP_MS
+        return RoundPlan(
+            rounds=s.rounds, slice_ms=s.slice_ms, warmup_ms=warmup, budget_s=s.round_budget_s, seed=self.seed
+        )
+
+    @property
+    def verdict_confidence(self) -> float:
+        """The level each floor is judged at: the run's confidence shared by every floor and every look at it."""
+        return family_wise(self.settings.confidence, max(1, self.floors_judged) * MAX_LOOKS)
+
     # -- floors ---------------------------------------------------------------------------------
     def floors_file(self, test_dir: Path) -> FloorsFile | None:
         path = self.settings.floors or (test_dir / FLOORS_FILE)
@@ -277,48 +322,16 @@ class VitperfSession:
     # -- baselines ------------------------------------------------------------------------------
     @cached_property
     def baselines(self) -> JsonDirStorage | None:
-        from pytest_vitperf.baselines.store import JsonDirStorage
+        from pytest_vitperf.verdicts.baselines.store import JsonDirStorage
 
         d = self.settings.baseline_dir
         return JsonDirStorage(d) if d is not None else None
 
     @cached_property
     def environment(self) -> dict[str, Any]:
-        from pytest_vitperf.env import fingerprint
+        from pytest_vitperf.measure.env import fingerprint
 
         return fingerprint(self.device)
-
-    def write_baselines(self) -> None:
-        """Write or refresh the baselines of what this process measured."""
-        if self.baselines is None:
-            return
-        for key, nodeid in self._measured_here.items():
-            m = self.measurements[key]
-            self.writes.append(write(self.baselines, to_baseline(m, self.environment, measured_provenance(m, nodeid))))
-
-    def write_history(self) -> None:
-        """Append the run's medians to --vitperf-history; a failure is kept for the summary and fails the run."""
-        from filelock import Timeout
-
-        from pytest_vitperf.baselines.history import append
-
-        assert self.settings.history is not None
-        try:
-            self.history_written = append(self.settings.history, self.measurements.values())
-        except (OSError, ValueError, Timeout) as exc:  # a history file that cannot be read is a ValueError
-            self.history_error = str(exc)
-
-    def write_exports(self) -> None:
-        """Write --vitperf-export's files; a failure is kept for the summary and fails the run."""
-        from pytest_vitperf.baselines.store import write_atomic
-        from pytest_vitperf.exports import FORMATS
-
-        for fmt, path in self.settings.export:
-            try:
-                write_atomic(path, json.dumps(FORMATS[fmt](self.measurements.values()), indent=1) + "\n")
-                self.exported.append(f"{fmt}: {path}")
-            except OSError as exc:
-                self.export_errors.append(f"{fmt} {path}: {exc.strerror or exc}")
 
     # -- results --------------------------------------------------------------------------------
     def record(self, m: Measurement, nodeid: str = "") -> None:
@@ -363,7 +376,7 @@ class VitperfSession:
         self.outcomes += [Outcome.from_dict(o) for o in data.get("outcomes", [])]
         self.writes += [Write.from_dict(w) for w in data.get("writes", [])]
         self.plans += [PlanRecord(**p) for p in data.get("plans", [])]
-        from pytest_vitperf.accuracy import TaskAccuracy  # numpy: not at plugin load
+        from pytest_vitperf.verdicts.accuracy import TaskAccuracy  # numpy: not at plugin load
 
         self.accuracies += [TaskAccuracy.from_dict(a) for a in data.get("accuracies", [])]
         merged = []

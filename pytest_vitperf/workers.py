@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_vitperf.models import MODEL_NAMES
+from pytest_vitperf.engines.models import MODEL_NAMES
 from pytest_vitperf.options import SHARE_DEVICES
 
 # Balancing modes that would split a family across workers; the others (loadscope, loadfile, each) are kept.
@@ -33,6 +34,22 @@ class WorkerRecord:
     startup_s: dict[str, float]  # "device": torch import + CUDA probe; then each model's build
     prepare_s: float  # all its engines' preparation (compile included)
     measured: list[str]
+
+
+def worker_summary(workers: Iterable[WorkerRecord]) -> list[str]:
+    """One line per xdist worker: its GPU, what its start-up cost, and what it measured."""
+    from pytest_vitperf.report.tables import gpu_label
+
+    lines = []
+    for w in sorted(workers, key=lambda w: w.worker):
+        names = {"device": "torch import + device probe"}
+        start = ", ".join(f"{names.get(k, k)} {v:.1f} s" for k, v in w.startup_s.items())
+        where = "CPU" if w.gpu_index is None and w.gpu_uuid is None else f"GPU {gpu_label(w.gpu_index, w.gpu_uuid)}"
+        lines.append(
+            f"{w.worker} on {where}: start-up {start or 'none'}; engines prepared in {w.prepare_s:.1f} s; "
+            f"measured {', '.join(w.measured) or 'nothing'}"
+        )
+    return lines
 
 
 def case_id(case: tuple[Any, ...]) -> str:

@@ -11,7 +11,7 @@ Two ways in, each its own test:
 
 import pytest
 
-from pytest_vitperf.accuracy import task_failures
+from pytest_vitperf.verdicts.accuracy import task_failures
 
 pytestmark = pytest.mark.gpu_bench
 
@@ -35,12 +35,12 @@ def test_nvfp4_weight_errors_stay_within_the_provable_bound(vitperf_session, rec
     import numpy as np
     import torch
 
-    from pytest_vitperf.cpu_quant import cpu_block_quant
-    from pytest_vitperf.models import DIGITS_MODEL
+    from pytest_vitperf.core.precision import get_precision
+    from pytest_vitperf.engines.cpu_quant import cpu_block_quant
+    from pytest_vitperf.engines.models import DIGITS_MODEL
+    from pytest_vitperf.engines.recipes import apply
     from pytest_vitperf.numerics import sqnr_db
     from pytest_vitperf.numerics.bounds import nvfp4_block_bound
-    from pytest_vitperf.precision import get_precision
-    from pytest_vitperf.recipes import apply
 
     p = get_precision("nvfp4")
     model = copy.deepcopy(vitperf_session.model(DIGITS_MODEL))

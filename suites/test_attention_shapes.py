@@ -6,8 +6,8 @@ Each case lists the rules it is expected to break, so a change in verdict (a tim
 import pytest
 
 from pytest_vitperf.attention import judge, read_shape
-from pytest_vitperf.models import DIGITS_MODEL, MODEL_NAMES, QF_VIT, build_model
-from pytest_vitperf.precision import PRECISIONS, get_precision
+from pytest_vitperf.core.precision import PRECISIONS, get_precision
+from pytest_vitperf.engines.models import DIGITS_MODEL, MODEL_NAMES, QF_VIT, build_model
 
 pytestmark = pytest.mark.gpu_bench
 

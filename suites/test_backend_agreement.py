@@ -9,8 +9,8 @@ it skips and says why.
 
 import pytest
 
-from pytest_vitperf.baselines.compare import UNCHANGED, compare
-from pytest_vitperf.report import clock_comparison
+from pytest_vitperf.report.tables import clock_comparison
+from pytest_vitperf.verdicts.baselines.compare import UNCHANGED, compare
 
 pytestmark = pytest.mark.gpu_bench
 PAIRS = {"trtexec": "tensorrt", "trtexec-rtx": "tensorrt-rtx"}  # the tool, and the Python API it must agree with

@@ -8,7 +8,7 @@ within the bound of numerics/gemm.py (a CPU checks a few rows of each; its timin
 
 import pytest
 
-from pytest_vitperf.gemms import KINDS, SHAPES, operands, unsupported_reason
+from pytest_vitperf.engines.gemms import KINDS, SHAPES, operands, unsupported_reason
 
 pytestmark = pytest.mark.gpu_bench
 CASES = [pytest.param(shape, kind, id=f"{shape.name}-{kind}") for shape in SHAPES for kind in KINDS]

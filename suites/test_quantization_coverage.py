@@ -5,9 +5,9 @@ situation of seed 000, whose "NVFP4" engine still spent a quarter of its time in
 import onnx
 import pytest
 
-from pytest_vitperf.coverage import quantization_coverage
-from pytest_vitperf.models import build_model
-from pytest_vitperf.recipes import export_ahead, export_onnx
+from pytest_vitperf.engines.coverage import quantization_coverage
+from pytest_vitperf.engines.models import build_model
+from pytest_vitperf.engines.recipes import export_ahead, export_onnx
 
 pytestmark = pytest.mark.gpu_bench
 FULL = ["fp8", "int8", "int8-smoothquant", "mxfp8", "nvfp4"]

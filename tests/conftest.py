@@ -9,12 +9,15 @@ pytest_plugins = ["pytester"]
 REPO = Path(__file__).resolve().parents[1]
 SUITE = REPO / "suites" / "test_vit_latency.py"
 
-# Exactly three samples, no warm-up, batch 1: the flow end to end in about a second per case.
+# No warm-up, batch 1, three samples a block and three rounds of one slice (five launches) per engine in a family:
+# the flow end to end in a second or two per case.
 FAST = (
     "--gpu-bench",
     "--vitperf-warmup-ms=0",
     "--vitperf-duration-ms=0",
     "--vitperf-min-iterations=3",
+    "--vitperf-rounds=3",
+    "--vitperf-slice-ms=1",
     "--vitperf-batch-sizes=1",
     "-p",
     "no:cacheprovider",

@@ -23,8 +23,8 @@ from pytest_vitperf.attention import (
     judge,
     read_shape,
 )
-from pytest_vitperf.models import build_model, build_vit
-from pytest_vitperf.precision import PRECISIONS
+from pytest_vitperf.core.precision import PRECISIONS
+from pytest_vitperf.engines.models import build_model, build_vit
 
 
 def export(model: torch.nn.Module, size: int | tuple[int, int]) -> onnx.ModelProto:

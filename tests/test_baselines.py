@@ -15,11 +15,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_vitperf.baselines.compare import IMPROVEMENT, REGRESSION, UNCHANGED, compare
-from pytest_vitperf.baselines.store import Baseline, BaselineFileError, BaselineKey, JsonDirStorage, read_file
-from pytest_vitperf.baselines.trtexec import TraceFileError, read_compute_ms
-from pytest_vitperf.baselines.upgrade import UpgradeError, build_report
 from pytest_vitperf.cli import main
+from pytest_vitperf.engines.trtexec import TraceFileError, read_compute_ms
+from pytest_vitperf.verdicts.baselines.compare import IMPROVEMENT, REGRESSION, UNCHANGED, compare
+from pytest_vitperf.verdicts.baselines.store import Baseline, BaselineFileError, BaselineKey, JsonDirStorage, read_file
+from pytest_vitperf.verdicts.baselines.upgrade import UpgradeError, build_report
 from tests.conftest import REPO
 
 SEED_BASELINES = REPO / "baselines"
@@ -92,7 +92,7 @@ def test_corrupt_files_are_named_and_never_overwritten(tmp_path: Path, text: str
 WRITER = """
 import sys, random
 from pathlib import Path
-from pytest_vitperf.baselines.store import Baseline, BaselineKey, JsonDirStorage
+from pytest_vitperf.verdicts.baselines.store import Baseline, BaselineKey, JsonDirStorage
 root, tag, n = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 store = JsonDirStorage(root)
 for i in range(n):
@@ -178,11 +178,11 @@ def test_twenty_reruns_against_their_own_baseline_give_no_regression() -> None:
     distribution, which is the case the gate must never flag. (Consecutive runs on the 2-core CI machine drift
     far more than 5%: 23.6 -> 37.9 ms within seconds was seen, so CPU baselines are not compared across runs
     there; docs/benchmarks.md.)"""
-    from pytest_vitperf.backends.torch import TorchBackend
-    from pytest_vitperf.env import Device
-    from pytest_vitperf.models import build_model
-    from pytest_vitperf.options import Settings
-    from pytest_vitperf.timing import sample
+    from pytest_vitperf.core.settings import Settings
+    from pytest_vitperf.engines.backends.torch import TorchBackend
+    from pytest_vitperf.engines.models import build_model
+    from pytest_vitperf.measure.env import Device
+    from pytest_vitperf.measure.timing import sample
 
     engine = TorchBackend().prepare(
         build_model("vit_tiny"),
@@ -312,7 +312,7 @@ def test_show_lists_baselines(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_latencies_below_a_tenth_of_a_ms_keep_three_significant_digits() -> None:
-    from pytest_vitperf.report import ms_text
+    from pytest_vitperf.report.tables import ms_text
 
     assert [ms_text(x) for x in (58.4961, 0.6572, 0.1, 0.02871, 0.005912)] == [
         "58.496", "0.657", "0.100", "0.0287", "0.00591"]  # fmt: skip

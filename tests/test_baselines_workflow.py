@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_vitperf.baselines.store import Baseline, BaselineKey, JsonDirStorage
+from pytest_vitperf.verdicts.baselines.store import Baseline, BaselineKey, JsonDirStorage
 
 ARGS = (
     "--gpu-bench",
@@ -124,7 +124,7 @@ def test_per_test_threshold_marker(project: pytest.Pytester, monkeypatch: pytest
 
 
 def test_baselines_of_another_gpu_are_never_compared(project: pytest.Pytester) -> None:
-    from pytest_vitperf.env import version_of
+    from pytest_vitperf.measure.env import version_of
 
     key = BaselineKey("torch", version_of("torch") or "", "NVIDIA H100 80GB HBM3", "vit_tiny_patch16_224", "fp32", 1)
     JsonDirStorage(project.path / "bl").put([Baseline(key, "median", 0.5, samples=(0.5, 0.5))])

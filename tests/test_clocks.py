@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_vitperf.clocks import (
+from pytest_vitperf.measure.clocks import (
     THROTTLED_BELOW,
     ClockReading,
     NvmlProbe,
@@ -18,9 +18,9 @@ from pytest_vitperf.clocks import (
     unexpected_reasons,
     unthrottled,
 )
-from pytest_vitperf.floor import Verdict
-from pytest_vitperf.measurement import Measurement
-from pytest_vitperf.report import clock_notes, summary
+from pytest_vitperf.measure.measurement import Measurement
+from pytest_vitperf.report.tables import clock_notes, summary
+from pytest_vitperf.verdicts.floors import Verdict
 
 TRACE = Path(__file__).parent / "data" / "clocks" / "h100-vit_base-b64-fp16-fp8.json"
 
@@ -115,8 +115,8 @@ def test_without_nvml_there_are_no_clocks_and_no_error() -> None:
 
 
 def test_a_slowdown_that_disappears_in_cycles_is_the_clocks_not_a_regression() -> None:
-    from pytest_vitperf.baselines.compare import CLOCK, REGRESSION, compare
-    from pytest_vitperf.baselines.gate import clock_aware
+    from pytest_vitperf.verdicts.baselines.compare import CLOCK, REGRESSION, compare
+    from pytest_vitperf.verdicts.baselines.gate import clock_aware
 
     # FP16 b64 as recorded (6.301 ms at 1740 MHz), then 15.9% slower with the SM clock at 1500 MHz: -0.1% in cycles.
     slower = compare(6.301, 7.3, threshold=0.05)
@@ -130,7 +130,7 @@ def test_a_slowdown_that_disappears_in_cycles_is_the_clocks_not_a_regression() -
 
 
 def test_the_medians_confidence_narrows_with_samples_on_the_recorded_trace(h100: dict[str, Measurement]) -> None:
-    from pytest_vitperf.timing import median_noise
+    from pytest_vitperf.measure.timing import median_noise
 
     fp16 = list(h100["fp16"].samples_ms)  # 472 samples, CoV 1.2%
     assert median_noise(fp16[:7]) == float("inf")
@@ -140,7 +140,7 @@ def test_the_medians_confidence_narrows_with_samples_on_the_recorded_trace(h100:
 def test_noise_targeted_sampling_stops_at_the_target_or_the_timeout() -> None:
     import time
 
-    from pytest_vitperf.timing import PerfCounterClock, median_noise, sample
+    from pytest_vitperf.measure.timing import PerfCounterClock, median_noise, sample
 
     def launch() -> None:
         time.sleep(0.002)
@@ -155,8 +155,8 @@ def test_noise_targeted_sampling_stops_at_the_target_or_the_timeout() -> None:
 
 
 def test_a_baseline_keeps_the_clock_readings_of_its_samples(h100: dict[str, Measurement], tmp_path: Path) -> None:
-    from pytest_vitperf.baselines.gate import to_baseline
-    from pytest_vitperf.baselines.store import JsonDirStorage
+    from pytest_vitperf.verdicts.baselines.gate import to_baseline
+    from pytest_vitperf.verdicts.baselines.store import JsonDirStorage
 
     m = h100["fp16"]
     b = to_baseline(m, {"power_limit_w": 700.0}, {"kind": "measured"})
@@ -170,7 +170,7 @@ def test_a_baseline_keeps_the_clock_readings_of_its_samples(h100: dict[str, Meas
 def test_a_tool_s_run_keeps_the_busy_readings_of_its_last_duration() -> None:
     """trtexec times in its own process: the readings polled meanwhile that count are those of its timed part, the
     last `duration` before it exits, with the GPU busy; each stands for an equal share of the samples."""
-    from pytest_vitperf.clocks import GPU_IDLE, last_busy
+    from pytest_vitperf.measure.clocks import GPU_IDLE, last_busy
 
     def reading(mhz: int, reasons: int = 4) -> ClockReading:
         return ClockReading(0, mhz, 3201, 690.0, reasons)

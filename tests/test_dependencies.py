@@ -128,8 +128,8 @@ def test_every_module_and_dependency_imports_in_a_fresh_interpreter() -> None:
 
 def test_a_missing_tensorrt_is_a_reason_with_what_to_do() -> None:
     """A missing optional package is a skip reason saying how to get it, never an ImportError."""
-    from pytest_vitperf.backends import get_backend
-    from pytest_vitperf.env import probe_device
+    from pytest_vitperf.engines.backends import get_backend
+    from pytest_vitperf.measure.env import probe_device
 
     reason = get_backend("tensorrt").unavailable_reason(probe_device(0))
     try:

@@ -10,10 +10,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_vitperf import digits
-from pytest_vitperf.accuracy import first_nonfinite, task_accuracy, task_failures
-from pytest_vitperf.models import DIGITS_MODEL, build_model
-from pytest_vitperf.precision import TaskBound
+from pytest_vitperf.core.precision import TaskBound
+from pytest_vitperf.engines import digits
+from pytest_vitperf.engines.models import DIGITS_MODEL, build_model
+from pytest_vitperf.verdicts.accuracy import first_nonfinite, task_accuracy, task_failures
 from tests.conftest import FAST, REPO
 
 SUITE = REPO / "suites" / "test_accuracy.py"
@@ -112,9 +112,9 @@ def test_first_nonfinite_names_the_module_that_made_the_nan() -> None:
 
 
 def test_the_torch_engine_runs_a_batch_and_keeps_its_own_input() -> None:
-    from pytest_vitperf.backends.torch import TorchBackend
-    from pytest_vitperf.env import Device
-    from pytest_vitperf.options import Settings
+    from pytest_vitperf.core.settings import Settings
+    from pytest_vitperf.engines.backends.torch import TorchBackend
+    from pytest_vitperf.measure.env import Device
 
     model = build_model(DIGITS_MODEL)
     engine = TorchBackend().prepare(
@@ -208,7 +208,7 @@ def pytest_vitperf_model_built(config, name, model):
 def test_accuracies_travel_from_xdist_workers_to_the_summary() -> None:
     import json
 
-    from pytest_vitperf.options import Settings
+    from pytest_vitperf.core.settings import Settings
     from pytest_vitperf.session import VitperfSession
 
     reference = torch.eye(3)
@@ -222,9 +222,9 @@ def test_accuracies_travel_from_xdist_workers_to_the_summary() -> None:
 def test_the_trade_off_takes_its_speed_from_a_vit_never_from_a_gemm() -> None:
     """A GEMM measurement's "model" (gemm-m1-...) sorts before every ViT: the table must not take its speed from it
     (a main job on an H100 once paired the digits FP16 row with a 1x11008x4096 GEMM)."""
-    from pytest_vitperf.gemms import SHAPES, describe
-    from pytest_vitperf.measurement import Measurement, Spec
-    from pytest_vitperf.report import accuracy_summary
+    from pytest_vitperf.engines.gemms import SHAPES, describe
+    from pytest_vitperf.measure.measurement import Measurement, Spec
+    from pytest_vitperf.report.tables import accuracy_summary
 
     def timed(model: str, precision: str, batch: int, ms: float, options: dict | None = None) -> Measurement:
         return Measurement(Spec(model, precision, batch, "torch", "2.11", "GPU", options=options or {}), (ms, ms))

@@ -10,12 +10,12 @@ import onnx
 import pytest
 import torch
 
-from pytest_vitperf import recipes
-from pytest_vitperf.coverage import quantization_coverage
-from pytest_vitperf.models import build_model
-from pytest_vitperf.plan import BuildOptions, PlanCache, build_cached
-from pytest_vitperf.precision import PRECISIONS, get_precision
-from pytest_vitperf.recipes import export_ahead, export_onnx, opset
+from pytest_vitperf.core.precision import PRECISIONS, get_precision
+from pytest_vitperf.engines import recipes
+from pytest_vitperf.engines.coverage import quantization_coverage
+from pytest_vitperf.engines.models import build_model
+from pytest_vitperf.engines.plan import BuildOptions, PlanCache, build_cached
+from pytest_vitperf.engines.recipes import export_ahead, export_onnx, opset
 
 DATA = Path(__file__).parent / "data"
 trt = pytest.importorskip("tensorrt_rtx", reason="tensorrt_rtx is not installed: pip install 'pytest-vitperf[rtx]'")
@@ -184,7 +184,7 @@ def test_engine_cache_never_trusts_a_bad_entry(exports: dict[str, bytes], tmp_pa
 
 
 def test_parser_errors_are_reported() -> None:
-    from pytest_vitperf.plan import EngineBuildError
+    from pytest_vitperf.engines.plan import EngineBuildError
 
     with pytest.raises(EngineBuildError, match="the ONNX parser refused the graph"):
         build_cached(trt, "tensorrt-rtx", trt.__version__, b"not an onnx file", TARGET)
@@ -236,8 +236,8 @@ def test_fp8_attn_quantizes_attention_where_fp8_does_not(tiny: torch.nn.Module, 
 def test_tensorrt_backend_skips_without_tensorrt() -> None:
     import importlib.util
 
-    from pytest_vitperf.backends import get_backend
-    from pytest_vitperf.env import Device
+    from pytest_vitperf.engines.backends import get_backend
+    from pytest_vitperf.measure.env import Device
 
     reason = get_backend("tensorrt").unavailable_reason(Device("NVIDIA H100 80GB HBM3", sm=90))
     if importlib.util.find_spec("tensorrt") is None:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_vitperf.exports import FORMATS, benchmark_name
-from pytest_vitperf.measurement import Measurement
+from pytest_vitperf.measure.measurement import Measurement
+from pytest_vitperf.report.exports import FORMATS, benchmark_name
 from tests.conftest import FAST
 
 jsonschema = pytest.importorskip("jsonschema")

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from pytest_vitperf.precision import PRECISIONS, unregister
+from pytest_vitperf.core.precision import PRECISIONS, unregister
 from tests.conftest import FAST
 
 # An INT8 variant that runs on the CPU: the same Model Optimizer calibration and real `torch._int_mm` Linears as
@@ -16,7 +16,7 @@ from tests.conftest import FAST
 VARIANT = """
 from dataclasses import replace
 
-from pytest_vitperf.precision import ALL_BACKENDS, get_precision, register
+from pytest_vitperf.core.precision import ALL_BACKENDS, get_precision, register
 
 int8 = get_precision("int8")
 register(replace(int8.variant("int8-cpu", "INT8 on the CPU", int8.recipe, backends=ALL_BACKENDS), cpu=True))
@@ -30,9 +30,9 @@ register(replace(against_fp32, reference="fp32"))
 BACKEND = """
 import time
 
-from pytest_vitperf.models import fixed_input
-from pytest_vitperf.recipes import export_onnx
-from pytest_vitperf.timing import PerfCounterClock
+from pytest_vitperf.engines.models import fixed_input
+from pytest_vitperf.engines.recipes import export_onnx
+from pytest_vitperf.measure.timing import PerfCounterClock
 
 
 class OrtEngine:
@@ -98,6 +98,9 @@ def pytest_vitperf_make_backend(config, name):
 """
 
 
+INTERVAL = r"\d+\.\d+x \[\d+\.\d+, \d+\.\d+\]"  # a speedup with its interval: 1.24x [1.22, 1.26]
+
+
 def _rows(result: pytest.RunResult) -> dict[str, dict[str, str]]:
     """Summary rows by precision, each a dict by column name (cut at the header's column starts)."""
     lines = result.stdout.lines
@@ -130,8 +133,8 @@ def test_a_variant_registered_in_a_conftest_is_benchmarked_against_fp16(
     result.assert_outcomes(passed=3)
     rows = _rows(result)
     assert set(rows) == {"fp16", "int8-cpu", "fp16-vs-fp32", "fp32"}  # fp32 measured as fp16-vs-fp32's reference
-    assert rows["int8-cpu"]["backend"] == "torch" and rows["int8-cpu"]["vs fp16"].endswith("x")
-    assert re.fullmatch(r"\d+\.\d\dx vs fp32", rows["fp16-vs-fp32"]["vs fp16"])
+    assert rows["int8-cpu"]["backend"] == "torch" and re.fullmatch(INTERVAL, rows["int8-cpu"]["vs fp16"])
+    assert re.fullmatch(INTERVAL + " vs fp32", rows["fp16-vs-fp32"]["vs fp16"])
     assert rows["fp16"]["SM MHz"] == "-"  # no GPU clock on a CPU
     # Unknown names are still refused, listing the registered variant among the valid ones.
     bad = suite.runpytest(*FAST, "--vitperf-precisions=int8-gpu")
@@ -146,7 +149,7 @@ def test_a_backend_from_the_hook_is_selected_and_benchmarked(suite: pytest.Pytes
     result.stdout.fnmatch_lines(["*vitperf: *onnxruntime*", "*onnxruntime here runs fp32 and fp16, not bf16*"])
     rows = _rows(result)
     assert set(rows) == {"fp16", "fp32"} and {r["backend"] for r in rows.values()} == {"onnxruntime"}
-    assert rows["fp32"]["vs fp16"].endswith("x")  # judged against fp16 like any precision
+    assert re.fullmatch(INTERVAL, rows["fp32"]["vs fp16"])  # judged against fp16 like any precision
     bad = suite.runpytest(*FAST, "--vitperf-backend=onnx")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
     valid = "auto, tensorrt, tensorrt-rtx, torch, trtexec, trtexec-rtx, onnxruntime"

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_vitperf.floor import FloorsFile, FloorsFileError
+from pytest_vitperf.verdicts.floors import FloorsFile, FloorsFileError
 
 REPO = Path(__file__).resolve().parents[1]
 KEY = {
@@ -124,7 +124,7 @@ def test_missing_file_is_an_error_naming_it(tmp_path: Path) -> None:
 def test_trtexec_is_held_to_tensorrt_s_floors(tmp_path: Path) -> None:
     """trtexec times TensorRT's engines: the floors written for the tensorrt backend (the seed reports' trtexec
     numbers) apply to it, and a floor for another backend does not."""
-    from pytest_vitperf.options import Settings
+    from pytest_vitperf.core.settings import Settings
     from pytest_vitperf.session import VitperfSession
 
     floors = tmp_path / "floors.json"

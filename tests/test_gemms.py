@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from pytest_vitperf.gemms import (
+from pytest_vitperf.engines.gemms import (
     KINDS,
     SHAPES,
     GemmShape,
@@ -22,10 +22,10 @@ from pytest_vitperf.gemms import (
     tflops,
     unsupported_reason,
 )
-from pytest_vitperf.measurement import Measurement, Spec
+from pytest_vitperf.measure.measurement import Measurement, Spec
 from pytest_vitperf.numerics import check_gemm
-from pytest_vitperf.pictures import write
-from pytest_vitperf.report import gemm_summary
+from pytest_vitperf.report.pictures import write
+from pytest_vitperf.report.tables import gemm_summary
 
 SMALL = GemmShape(48, 64, 256)
 SUITES = Path(__file__).parent.parent / "suites"

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_vitperf.kernels import Breakdown, amdahl_ceiling, breakdown, category, explain, profile
-from pytest_vitperf.models import build_model
+from pytest_vitperf.engines.models import build_model
+from pytest_vitperf.measure.kernels import Breakdown, amdahl_ceiling, breakdown, category, explain, profile
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_vitperf.cli import main
-from pytest_vitperf.layers import (
+from pytest_vitperf.measure.layers import (
     Layer,
     LayerInfoError,
     LayerTime,

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_vitperf.measurement import Measurement, Spec, speedup
+from pytest_vitperf.measure.measurement import Measurement, Spec, speedup
 
 SPEC = Spec(
     model="vit_tiny_patch16_224",

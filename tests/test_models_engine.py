@@ -8,12 +8,12 @@ from typing import Any
 import pytest
 import torch
 
-from pytest_vitperf.backends import VitperfError
-from pytest_vitperf.backends.torch import TorchBackend
-from pytest_vitperf.env import Device
+from pytest_vitperf.core.settings import Settings
+from pytest_vitperf.engines.backends import VitperfError
+from pytest_vitperf.engines.backends.torch import TorchBackend
+from pytest_vitperf.engines.models import build_model, build_vit, input_size
 from pytest_vitperf.fixtures import check_output
-from pytest_vitperf.models import build_model, build_vit, input_size
-from pytest_vitperf.options import Settings
+from pytest_vitperf.measure.env import Device
 
 CPU = Device("test CPU")
 
@@ -108,9 +108,9 @@ def test_the_sparse_recipe_leaves_every_linear_two_of_four() -> None:
     """What the torch backend hands to cuSPARSELt on a GPU: Model Optimizer's mask, baked into plain Linears."""
     import modelopt.torch.sparsity as mts
 
-    from pytest_vitperf.precision import get_precision
-    from pytest_vitperf.realquant import is_24_sparse
-    from pytest_vitperf.recipes import apply
+    from pytest_vitperf.core.precision import get_precision
+    from pytest_vitperf.engines.realquant import is_24_sparse
+    from pytest_vitperf.engines.recipes import apply
 
     model = mts.export(apply(get_precision("fp16-sparse24").recipe, build_model("vit_tiny")))
     linears = [m.weight for m in model.modules() if isinstance(m, torch.nn.Linear)]
@@ -143,9 +143,9 @@ def test_smoothquant_runs_its_pre_scales_on_the_int8_gemms() -> None:
     """int8-smoothquant on the torch backend: Model Optimizer's SmoothQuant calibration (per-channel pre-scales, the
     weights rescaled by their inverse), executed by real INT8 Linears that apply the pre-scales. Their output follows
     Model Optimizer's own fake-quantized model; without the pre-scales it would not (the weights hold the inverse)."""
+    from pytest_vitperf.core.precision import get_precision
+    from pytest_vitperf.engines.recipes import apply
     from pytest_vitperf.numerics import cosine
-    from pytest_vitperf.precision import get_precision
-    from pytest_vitperf.recipes import apply
 
     engine = prepare(build_model("vit_tiny"), "int8-smoothquant", batch=2)
     assert engine.describe()["quantization"].startswith("49 Linears in int8"), engine.describe()["quantization"]
@@ -169,9 +169,9 @@ def test_a_linear_kept_in_high_precision_keeps_its_smoothquant_pre_scale(precisi
     without it the trained model's logits were off by about 30 on an H100 (docs/accuracy.md), and this random-weight
     one's cosine against Model Optimizer's fake quantization was 0.973 (0.997 with it; the fake quant also
     quantizes the head)."""
+    from pytest_vitperf.core.precision import get_precision
+    from pytest_vitperf.engines.recipes import apply
     from pytest_vitperf.numerics import cosine
-    from pytest_vitperf.precision import get_precision
-    from pytest_vitperf.recipes import apply
 
     model = build_model("vit_digits")
     engine = TorchBackend().prepare(

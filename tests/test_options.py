@@ -113,10 +113,12 @@ def test_reference_precision_is_measured_first(suite: pytest.Pytester) -> None:
 
 
 def test_min_iterations_and_duration_set_the_sample_count(suite: pytest.Pytester) -> None:
-    _, data = run_json(suite, "--vitperf-precisions=fp32", "--vitperf-min-iterations=5")
+    """In one block per engine (--vitperf-rounds 0), as `bench` and the GEMM suite always measure."""
+    _, data = run_json(suite, "--vitperf-precisions=fp32", "--vitperf-min-iterations=5", "--vitperf-rounds=0")
     b = only(data, "fp32")
     assert b["stats"]["rounds"] == 5 and len(b["stats"]["data"]) == 5
-    _, data = run_json(suite, "--vitperf-precisions=fp32", "--vitperf-duration-ms=400")
+    assert b["options"]["rounds"] == {"sequential": "--vitperf-rounds 0"}
+    _, data = run_json(suite, "--vitperf-precisions=fp32", "--vitperf-duration-ms=400", "--vitperf-rounds=0")
     b = only(data, "fp32")
     assert sum(b["stats"]["data"]) >= 0.3  # seconds: most of the 400 ms was sampled
     assert b["stats"]["rounds"] > 3
@@ -132,7 +134,7 @@ def test_warmup_is_recorded_with_the_measurement(suite: pytest.Pytester) -> None
 def test_ini_values_apply_and_command_line_wins(suite: pytest.Pytester) -> None:
     suite.makeini(
         "[pytest]\nvitperf_gpu_bench = true\nvitperf_precisions = bf16\nvitperf_min_iterations = 4\n"
-        "vitperf_warmup_ms = 0\nvitperf_duration_ms = 0\nvitperf_batch_sizes = 1\n"
+        "vitperf_warmup_ms = 0\nvitperf_duration_ms = 0\nvitperf_batch_sizes = 1\nvitperf_rounds = 0\n"
     )
     out = suite.path / "bench.json"
     result = suite.runpytest(f"--benchmark-json={out}", "-p", "no:cacheprovider")
@@ -144,6 +146,21 @@ def test_ini_values_apply_and_command_line_wins(suite: pytest.Pytester) -> None:
     data = json.loads(out.read_text())
     assert {b["params"]["precision"] for b in data["benchmarks"]} == {"fp32", "fp16"}
     assert only(data, "fp32")["stats"]["rounds"] == 2
+
+
+def test_the_rounds_options_have_ini_twins(suite: pytest.Pytester) -> None:
+    suite.makeini(
+        "[pytest]\nvitperf_gpu_bench = true\nvitperf_precisions = bf16\nvitperf_warmup_ms = 0\n"
+        "vitperf_batch_sizes = 1\nvitperf_rounds = 4\nvitperf_slice_ms = 1\nvitperf_seed = 11\n"
+        "vitperf_confidence = 90%\nvitperf_round_budget_s = 0\nvitperf_inconclusive = fail\n"
+    )
+    out = suite.path / "bench.json"
+    result = suite.runpytest(f"--benchmark-json={out}", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    bf16 = only(json.loads(out.read_text()), "bf16")
+    assert bf16["stats"]["rounds"] == 4 * 5 and bf16["extra_info"]["vitperf"]["rounds"] == [5, 5, 5, 5]
+    assert bf16["options"]["rounds"]["seed"] == 11 and bf16["options"]["rounds"]["budget_s"] == 0
+    result.stdout.fnmatch_lines(["intervals: 90%, over 4 interleaved rounds per family*"])
 
 
 @pytest.mark.parametrize(
@@ -200,15 +217,19 @@ def test_clock_flags_resolve_on_and_off(pytester: pytest.Pytester) -> None:
 
 
 def test_noise_threshold_decides_what_the_summary_calls_noisy(suite: pytest.Pytester) -> None:
-    args = (*FAST, "--vitperf-precisions=fp32")
+    """In one block per engine: in rounds, the spread between rounds makes the interval instead."""
+    args = (*FAST, "--vitperf-precisions=fp32", "--vitperf-rounds=0")
     every = suite.runpytest(*args, "--vitperf-noise-threshold=0")
-    every.stdout.fnmatch_lines(["*no floor; noisy: CoV > 0.0%*", "warning: 2 measurement(s) with CoV above 0.0%*"])
+    every.stdout.fnmatch_lines(
+        ["*no floor; sequential; noisy: CoV > 0.0%*", "warning: 2 measurement(s) with CoV above 0.0%*"]
+    )
     none = suite.runpytest(*args, "--vitperf-noise-threshold=900%")
     assert "noisy:" not in none.stdout.str() and "CoV above" not in none.stdout.str()
 
 
 def test_max_noise_is_recorded_and_a_missed_target_is_noted(suite: pytest.Pytester) -> None:
-    result = suite.runpytest(*FAST, "--vitperf-precisions=fp32", "--vitperf-max-noise=0", "--vitperf-timeout-ms=300")
+    args = ("--vitperf-precisions=fp32", "--vitperf-max-noise=0", "--vitperf-timeout-ms=300", "--vitperf-rounds=0")
+    result = suite.runpytest(*FAST, *args)
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["note: vit_tiny_patch16_224 fp32 b1: the median's 95% confidence half-width is *"])
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from pytest_vitperf.cli import main
-from pytest_vitperf.measurement import Measurement
-from pytest_vitperf.pictures import BenchmarkJsonError, from_pytest_benchmark, write
+from pytest_vitperf.measure.measurement import BenchmarkJsonError, Measurement, read_benchmark_json
+from pytest_vitperf.report.pictures import write
 from tests.conftest import FAST
 
 STORED = Path(__file__).parent / "data" / "h200-vit_base-b64-benchmark.json"  # -n 2 run on 2x H200, 2026-11-23
@@ -20,7 +20,7 @@ PNG = b"\x89PNG\r\n\x1a\n"
 
 
 def test_a_stored_benchmark_json_becomes_measurements_with_their_samples() -> None:
-    ms = {m.spec.precision: m for m in from_pytest_benchmark(STORED)}
+    ms = {m.spec.precision: m for m in read_benchmark_json(STORED)}
     assert sorted(ms) == sorted(["fp16", "fp32", "bf16", "int8", "int8-smoothquant", "fp8", "fp16-sparse24"])
     fp8 = ms["fp8"]
     assert fp8.spec.device == "NVIDIA H200" and fp8.spec.gpu_uuid and fp8.spec.options["output_error"]["cosine"] > 0.99
@@ -51,7 +51,7 @@ def test_a_run_with_vits_and_gemms_on_one_gpu_reports_both(tmp_path: Path) -> No
 
 
 def test_kernel_figure_and_floors_appear_when_the_run_has_them(tmp_path: Path) -> None:
-    ms = from_pytest_benchmark(STORED)
+    ms = read_benchmark_json(STORED)
     split = {"gemm": 3.1, "attention": 0.9, "quantize": 0.4, "norm": 0.3, "elementwise": 0.5}
     profiled = [replace(m, spec=replace(m.spec, options={**m.spec.options, "kernels": {"by_category": split}}))
                 for m in ms]  # fmt: skip
@@ -65,7 +65,7 @@ def test_kernel_figure_and_floors_appear_when_the_run_has_them(tmp_path: Path) -
 def test_a_file_without_measurements_is_named(tmp_path: Path) -> None:
     (tmp_path / "other.json").write_text('{"benchmarks": [{"name": "test_x", "extra_info": {}}]}')
     with pytest.raises(BenchmarkJsonError, match=r"holds no pytest-vitperf measurement; write one with: pytest"):
-        from_pytest_benchmark(tmp_path / "other.json")
+        read_benchmark_json(tmp_path / "other.json")
 
 
 def test_the_option_writes_a_report_at_the_end_of_a_run(suite: pytest.Pytester) -> None:

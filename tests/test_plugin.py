@@ -50,9 +50,10 @@ def test_summary_table_has_every_column_and_speedup(suite: pytest.Pytester) -> N
             "device: CPU *",
             "model * precision * batch * backend * median ms * p90 ms * p99 ms * CoV * img/s * cos vs fp32 * vs fp16 "
             "* verdict",
-            "vit_tiny_patch16_224 * fp32 * 1 * torch * 1.00000 * *x  *no floor*",
+            "vit_tiny_patch16_224 * fp32 * 1 * torch * 1.00000 * *x [[]*, *] * no floor*",
             "vit_tiny_patch16_224 * fp16 * 1 * torch * [01].[09]???? * 1.00x * reference*",
-            "vit_tiny_patch16_224 * bf16 * 1 * torch * 0.999* * *x  *no floor*",
+            "vit_tiny_patch16_224 * bf16 * 1 * torch * 0.999* * *x [[]*, *] * no floor*",
+            "intervals: 95%, over 3 interleaved rounds per family (Student's t on the rounds' log ratios)*",
         ]
     )
 
@@ -81,9 +82,10 @@ def test_floor_above_the_speedup_fails_with_both_medians_and_the_fix(suite: pyte
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
         [
-            "*bf16 is *x faster than fp16, below the floor 1000.00x (test)",
-            "*fp16 median * ms (n=3, CoV *)",
-            "*bf16 median * ms (n=3, CoV *)",
+            "*bf16 is *x faster than fp16, below the floor 1000.00x (time, *x [[]*, *] at 98.33%) [[]test]",
+            "*in time *x [[]*, *] at 95% over 3 rounds",
+            "*fp16 median * ms (n=15, CoV *)",
+            "*bf16 median * ms (n=15, CoV *)",
             "*vit_tiny_patch16_224 batch 1, torch 2.*",
             "*lower the floor in the floors file; to re-measure run:",
             "*pytest --gpu-bench 'test_vit_latency.py::test_latency?vit_tiny_patch16_224-b1-bf16?'",
@@ -120,16 +122,14 @@ def test_malformed_floors_file_fails_only_the_tests_that_need_it(suite: pytest.P
 
 def test_benchmark_json_holds_the_measured_samples(suite: pytest.Pytester) -> None:
     out = suite.path / "bench.json"
-    result = suite.runpytest(
-        *FAST, "--vitperf-precisions=fp16", "--vitperf-min-iterations=6", f"--benchmark-json={out}"
-    )
+    result = suite.runpytest(*FAST, "--vitperf-precisions=fp16", "--vitperf-rounds=4", f"--benchmark-json={out}")
     result.assert_outcomes(passed=1)
     data = json.loads(out.read_text())
     (b,) = data["benchmarks"]
     assert b["params"] == {"model": "vit_tiny_patch16_224", "precision": "fp16", "batch": 1}
     assert b["group"] == "vitperf vit_tiny_patch16_224 b1"
     stats, ours = b["stats"], b["extra_info"]["vitperf"]
-    assert len(stats["data"]) == stats["rounds"] == ours["n"] == 6
+    assert len(stats["data"]) == stats["rounds"] == ours["n"] == 4 * 5  # 4 rounds of a 5-launch slice
     assert stats["median"] * 1e3 == pytest.approx(ours["median"])
     assert min(stats["data"]) * 1e3 == pytest.approx(ours["min"])
     assert ours["timer"] == "perf_counter" and ours["backend"] == "torch"

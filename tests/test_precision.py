@@ -4,9 +4,7 @@ from dataclasses import replace
 
 import pytest
 
-from pytest_vitperf.backends import get_backend, select_backend
-from pytest_vitperf.env import Device
-from pytest_vitperf.precision import (
+from pytest_vitperf.core.precision import (
     ALL_BACKENDS,
     PRECISIONS,
     get_precision,
@@ -15,6 +13,8 @@ from pytest_vitperf.precision import (
     unregister,
     unsupported_reason,
 )
+from pytest_vitperf.engines.backends import get_backend, select_backend
+from pytest_vitperf.measure.env import Device
 
 H100 = Device("NVIDIA H100 80GB HBM3", sm=90)
 ADA = Device("NVIDIA RTX 6000 Ada Generation", sm=89)

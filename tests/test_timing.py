@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from pytest_vitperf.timing import PerfCounterClock, sample
+from pytest_vitperf.measure.timing import PerfCounterClock, sample
 
 
 def sleeper(ms: float):
@@ -57,7 +57,7 @@ def test_the_cache_flush_runs_before_every_launch_outside_the_timed_region() -> 
 
 
 def test_the_cpu_cache_flush_writes_over_the_last_level_cache() -> None:
-    from pytest_vitperf.timing import FLUSH_TIMES, cpu_last_level_cache_bytes
+    from pytest_vitperf.measure.timing import FLUSH_TIMES, cpu_last_level_cache_bytes
 
     size = cpu_last_level_cache_bytes()
     assert (1 << 16) <= size <= (1 << 31)  # between 64 KiB and 2 GiB on anything that runs this

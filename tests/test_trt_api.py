@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 import pytest_vitperf
-from pytest_vitperf.trt_api import Usage, binding_names, mismatched_in_module, missing_from_bindings, usages
+from pytest_vitperf.engines.trt_api import Usage, binding_names, mismatched_in_module, missing_from_bindings, usages
 
 PACKAGE = Path(pytest_vitperf.__file__).parent
-SOURCES = (PACKAGE / "backends" / "tensorrt.py", PACKAGE / "plan.py")
+SOURCES = (PACKAGE / "engines" / "backends" / "tensorrt.py", PACKAGE / "engines" / "plan.py")
 BINDINGS = ("10.16.1.11", "11.4.0.106")  # the oldest and newest TensorRT with CUDA 13 bindings on the index
 CACHE = Path(os.environ.get("VITPERF_WHEEL_CACHE", Path.home() / ".cache" / "pytest-vitperf" / "wheels"))
 

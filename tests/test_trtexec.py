@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_vitperf.backends.trtexec import TrtexecBackend, TrtexecEngine, TrtexecRTXBackend
-from pytest_vitperf.errors import VitperfError
-from pytest_vitperf.jsonfile import FileError
-from pytest_vitperf.trtexec import (
+from pytest_vitperf.core.errors import VitperfError
+from pytest_vitperf.core.files import FileError
+from pytest_vitperf.engines.backends.trtexec import TrtexecBackend, TrtexecEngine, TrtexecRTXBackend
+from pytest_vitperf.engines.trtexec import (
     OUTPUT,
     build_command,
     missing_reason,
@@ -143,8 +143,8 @@ def _engine(tool: str, plan: Path) -> TrtexecEngine:
 def test_the_engine_takes_its_samples_layers_profile_and_output_from_the_tool(stand_in: str, tmp_path: Path) -> None:
     import torch
 
-    from pytest_vitperf.backends import SelfTimed
-    from pytest_vitperf.models import fixed_input
+    from pytest_vitperf.engines.backends import SelfTimed
+    from pytest_vitperf.engines.models import fixed_input
 
     e = _engine(stand_in, tmp_path / "model.engine")
     assert isinstance(e, SelfTimed)

@@ -14,12 +14,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_vitperf.baselines.gate import to_baseline, write
-from pytest_vitperf.baselines.store import JsonDirStorage
-from pytest_vitperf.measurement import Measurement, Spec
-from pytest_vitperf.models import MODEL_NAMES
-from pytest_vitperf.precision import PRECISIONS
-from pytest_vitperf.report import summary
+from pytest_vitperf.core.precision import PRECISIONS
+from pytest_vitperf.engines.models import MODEL_NAMES
+from pytest_vitperf.measure.measurement import Measurement, Spec
+from pytest_vitperf.report.tables import summary
+from pytest_vitperf.verdicts.baselines.gate import to_baseline, write
+from pytest_vitperf.verdicts.baselines.store import JsonDirStorage
 from pytest_vitperf.workers import case_id, family_of, gpu_for_worker, pin_gpu, too_many_workers, worker_index
 from tests.conftest import FAST
 
@@ -179,7 +179,7 @@ def test_a_worker_that_goes_down_fails_the_run_and_says_so(suite: pytest.Pyteste
 
 
 def test_a_worker_s_results_are_plain_data(tmp_path) -> None:
-    from pytest_vitperf.options import Settings
+    from pytest_vitperf.core.settings import Settings
     from pytest_vitperf.session import VitperfSession
 
     class Version(str):  # as torch.__version__ is

@@ -19,7 +19,7 @@ from typing import Any
 
 from pytest_vitperf.attention.rules import INT8_MHA_MAX_SEQ, RULES, Rule, Violation, judge, rules_for
 from pytest_vitperf.attention.shape import AttentionBlock, AttentionShape, ViTConfig
-from pytest_vitperf.precision import get_precision
+from pytest_vitperf.core.precision import get_precision
 
 __all__ = [
     "INT8_MHA_MAX_SEQ",
@@ -45,7 +45,7 @@ def read_shape(target: Any) -> AttentionShape:
         return ViTConfig(**target).shape()
     from pytest_vitperf.attention.module_reader import module_shape
     from pytest_vitperf.attention.onnx_reader import onnx_shape
-    from pytest_vitperf.onnx_graph import load
+    from pytest_vitperf.engines.onnx_graph import load
 
     if isinstance(target, (str, Path)):
         return onnx_shape(load(Path(target)))

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pytest_vitperf.attention.shape import AttentionBlock, AttentionShape
-from pytest_vitperf.precision import get_precision
+from pytest_vitperf.core.precision import get_precision
 
 INT8_MHA_MAX_SEQ = 512
 BLOCK_SCALED = frozenset({"mxfp8", "nvfp4"})

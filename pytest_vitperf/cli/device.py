@@ -1,0 +1,129 @@
+"""`vitperf capabilities`, `vitperf env` and `vitperf selfcheck`: what this machine can run, what a run would record
+about it, and whether the plugin's timer agrees with a plain loop on it."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+from typing import Any
+
+from pytest_vitperf.cli import argtypes
+from pytest_vitperf.report.tables import table
+
+
+def _capabilities(args: argparse.Namespace) -> int:
+    from pytest_vitperf.core.precision import matrix_rows
+
+    for line in table(("precision", "GPU", "needs", "backends"), matrix_rows()):
+        print(line)
+    return 0
+
+
+def _env(args: argparse.Namespace) -> int:
+    from pytest_vitperf.engines.backends import select_backend
+    from pytest_vitperf.measure.clocks import NvmlProbe, reason_names
+    from pytest_vitperf.measure.env import header_line, probe_device
+
+    device = probe_device(0)
+    backend, reason = select_backend(args.backend, device)
+    print(header_line(device, backend.name, backend.version()))
+    probe = NvmlProbe.open(device.index) if device.sm is not None else None
+    if probe is not None:
+        facts, now = probe.facts(), probe.read(0)
+        limits = ", ".join(f"{k} {v}" for k, v in facts.items() if v is not None)
+        reasons = ", ".join(reason_names(now.reasons)) or "none"
+        print(f"clocks: {limits}; now SM {now.sm_mhz} MHz, memory {now.mem_mhz} MHz, {now.power_w:.0f} W ({reasons})")
+    elif device.sm is not None:
+        print("clocks: NVML not available (pip install nvidia-ml-py, and an NVIDIA driver)")
+    if reason:
+        print(f"backend {backend.name} cannot run here: {reason}")
+    return 0
+
+
+def _plain_loop(launch: Callable[[], None], stream: Any, ms: float) -> list[float]:
+    """Per-launch times from a loop that shares no code with the plugin's timer: torch's CUDA events around each
+    launch on the engine's stream, or the host's perf_counter on a CPU; at least `ms` of them, and 10."""
+    out: list[float] = []
+    start = time.perf_counter()
+    while (time.perf_counter() - start) * 1e3 < ms or len(out) < 10:
+        if stream is None:
+            t0 = time.perf_counter()
+            launch()
+            out.append((time.perf_counter() - t0) * 1e3)
+            continue
+        import torch
+
+        pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(16)]
+        with torch.cuda.stream(stream):
+            for begin, end in pairs:
+                begin.record(stream)
+                launch()
+                end.record(stream)
+        pairs[-1][1].synchronize()
+        out += [begin.elapsed_time(end) for begin, end in pairs]
+    return out
+
+
+def _selfcheck(args: argparse.Namespace) -> int:
+    """The plugin's sampler and a plain loop time one engine in alternating rounds (ABBA); the ratio of their medians
+    gets an interval over the rounds, which must lie within the tolerance of 1."""
+    import statistics
+
+    from pytest_vitperf.core.settings import Settings
+    from pytest_vitperf.engines.backends.torch import TorchBackend
+    from pytest_vitperf.engines.models import build_model
+    from pytest_vitperf.measure.env import probe_device
+    from pytest_vitperf.measure.timing import sample
+    from pytest_vitperf.verdicts.stats import ratio_interval
+
+    device = probe_device(0)
+    gpu = device.sm is not None
+    model = args.model or ("vit_base_patch16_224" if gpu else "vit_tiny_patch16_224")
+    precision, batch = args.precision or ("fp16" if gpu else "fp32"), args.batch or (64 if gpu else 1)
+    engine = TorchBackend().prepare(build_model(model), model_name=model, precision=precision, batch=batch,
+                                    device=device, settings=Settings(compile=args.compile))  # fmt: skip
+    stream = getattr(engine.clock, "stream", None)
+    sample(engine.launch, engine.clock, warmup_ms=2000 if gpu else 200, duration_ms=0, min_iterations=1)
+    plugin: list[float] = []
+    plain: list[float] = []
+    for r in range(args.rounds):
+        for side in ("plugin", "plain") if r % 2 == 0 else ("plain", "plugin"):
+            if side == "plugin":
+                timed = sample(engine.launch, engine.clock, warmup_ms=20, duration_ms=args.slice_ms, min_iterations=10)
+                plugin.append(statistics.median(timed))
+            else:
+                plain.append(statistics.median(_plain_loop(engine.launch, stream, args.slice_ms)))
+    interval = ratio_interval(plugin, plain)
+    print(f"vitperf selfcheck: {model} {precision} batch {batch} on {device.describe()}, {args.rounds} rounds ABBA")
+    pairs = enumerate(zip(plugin, plain, strict=True), start=1)
+    rows = [(str(i), f"{a:.4f}", f"{b:.4f}", f"{a / b:.4f}") for i, (a, b) in pairs]
+    for line in table(("round", "plugin median ms", "plain loop median ms", "ratio"), rows):
+        print(line)
+    if interval is None:
+        print("fewer than 3 rounds: no interval; run with --rounds 6 or more")
+        return 2
+    ok = interval.low >= 1 - args.tolerance and interval.high <= 1 + args.tolerance
+    word = "agree" if ok else "DISAGREE"
+    print(f"plugin / plain loop: {interval.text()} at {interval.confidence:.0%}; the timers {word} within "
+          f"{args.tolerance:.1%}")  # fmt: skip
+    return 0 if ok else 1
+
+
+def add(sub: Any) -> None:
+    """The device subcommands."""
+    sub.add_parser("capabilities", help="print the precision capability matrix").set_defaults(func=_capabilities)
+    env = sub.add_parser("env", help="print the device, driver and versions a run would record")
+    env.add_argument("--backend", default="auto",
+                     choices=("auto", "torch", "tensorrt", "tensorrt-rtx", "trtexec", "trtexec-rtx"))
+    env.set_defaults(func=_env)
+
+    chk = sub.add_parser("selfcheck", help="does the plugin's timer agree with a plain loop on this machine?")
+    chk.add_argument("--model", type=argtypes.model, help="default: vit_base_patch16_224 on a GPU, vit_tiny on a CPU")
+    chk.add_argument("--precision", type=argtypes.precision, help="default: fp16 on a GPU, fp32 on a CPU")
+    chk.add_argument("--batch", type=int, help="default: 64 on a GPU, 1 on a CPU")
+    chk.add_argument("--compile", choices=("auto", "off", "default"), default="off", help="torch.compile (off)")
+    chk.add_argument("--rounds", type=int, default=10, help="alternating rounds of the two timers (10)")
+    chk.add_argument("--slice-ms", type=float, default=300.0, help="each timer's time per round (300)")
+    chk.add_argument("--tolerance", type=float, default=0.02, help="how far from 1 the interval may reach (0.02)")
+    chk.set_defaults(func=_selfcheck)

@@ -1,0 +1,153 @@
+"""`vitperf floors suggest`: floors for this GPU and backend version, from the intervals of runs made on it.
+
+Each run is a `--benchmark-json` file of `pytest --gpu-bench suites/` (one fresh process each, the more the better:
+the spread between processes is what a floor must stand). For each precision, model and batch, every run's speedup
+interval is read; the suggested floor lies below all of them and above what a 5% slower candidate would read
+(verdicts/floors.suggest). Each entry keeps its provenance: the runs, their commit and date, the intervals, the rule.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from pytest_vitperf.report.tables import table
+
+UNITS = ("auto", "time", "cycles")
+
+
+def _version_glob(version: str | None) -> str:
+    """'2.11.0+cu130' -> '2.11.*': a floor holds for a minor version, as floors.json keys them."""
+    m = re.match(r"(\d+\.\d+)", version or "")
+    return f"{m.group(1)}.*" if m else (version or "*")
+
+
+def _run_facts(path: Path) -> dict[str, Any]:
+    from pytest_vitperf.core.files import read_json
+    from pytest_vitperf.measure.measurement import BenchmarkJsonError
+
+    doc = read_json(path, BenchmarkJsonError)
+    commit = doc.get("commit_info", {}) if isinstance(doc, dict) else {}
+    return {"file": str(path), "date": doc.get("datetime", "") if isinstance(doc, dict) else "",
+            "commit": commit.get("id", "")}  # fmt: skip
+
+
+def _intervals(paths: list[Path], confidence: float) -> dict[tuple[Any, ...], dict[str, list[Any]]]:
+    """(gpu, backend, version, model, batch, precision) -> unit -> one interval per run that measured it."""
+    from pytest_vitperf.core.precision import PRECISIONS, get_precision
+    from pytest_vitperf.engines.gemms import shape_of
+    from pytest_vitperf.measure.measurement import read_benchmark_json
+    from pytest_vitperf.verdicts.floors import CYCLES, TIME, speedup_interval
+
+    found: dict[tuple[Any, ...], dict[str, list[Any]]] = defaultdict(lambda: defaultdict(list))
+    for path in paths:
+        ms = [m for m in read_benchmark_json(path) if shape_of(m.spec.options) is None]
+        by_key = {(m.spec.key, m.spec.gpu_uuid): m for m in ms}
+        for m in ms:
+            s = m.spec
+            if s.precision not in PRECISIONS or get_precision(s.precision).reference == s.precision:
+                continue
+            ref = by_key.get(((s.model, get_precision(s.precision).reference, s.batch, s.backend), s.gpu_uuid))
+            if ref is None:
+                continue
+            key = (s.device, s.backend, _version_glob(s.backend_version), s.model, s.batch, s.precision)
+            for unit in (TIME, CYCLES):
+                interval = speedup_interval(ref, m, confidence, unit)
+                if interval is not None:
+                    found[key][unit].append(interval)
+    return found
+
+
+def _unit(by_unit: dict[str, list[Any]], asked: str) -> str:
+    """The unit asked for, or (auto) the one whose intervals spread least from run to run: on a power-capped GPU,
+    cycles where the clock follows the work, time where the clock reading adds its own noise."""
+    if asked != "auto":
+        return asked
+    return min(by_unit, key=lambda u: max(i.high for i in by_unit[u]) / min(i.low for i in by_unit[u]))
+
+
+def _suggest(args: argparse.Namespace) -> int:
+    from pytest_vitperf.verdicts.floors import suggest
+
+    found = _intervals(args.runs, args.confidence)
+    if not found:
+        print("vitperf floors suggest: no speedup with an interval in these runs; measure in rounds with: "
+              "pytest --gpu-bench suites/ --benchmark-json run.json", file=sys.stderr)  # fmt: skip
+        return 1
+    runs = [_run_facts(p) for p in args.runs]
+    entries, rows = [], []
+    for key, by_unit in sorted(found.items(), key=str):
+        gpu, backend, version, model, batch, precision = key
+        unit = _unit(by_unit, args.unit)
+        intervals = by_unit.get(unit, [])
+        if not intervals:
+            continue
+        s = suggest(intervals, args.regression)
+        seen = f"{s.lowest:.3f}-{s.highest:.3f}x"
+        rows.append((gpu, model, precision, str(batch), unit, str(len(intervals)), seen,
+                     f"{s.floor:.3f}x" if s.floor is not None else f"none: {s.why}"))  # fmt: skip
+        if s.floor is None:
+            continue
+        entries.append({
+            "gpu": gpu, "backend": backend, "version": version, "model": model, "batch": batch,
+            "precision": precision, "min_speedup": round(s.floor, 3), "judged_in": unit,
+            "source": f"{len(intervals)} run(s): {seen} in {unit} ({args.confidence:.0%} intervals)",
+            "provenance": {
+                "command": "vitperf floors suggest " + " ".join(str(p) for p in args.runs),
+                "runs": runs,
+                "intervals": [[round(i.low, 4), round(i.high, 4)] for i in intervals],
+                "rule": f"midway between the lowest lower bound and what a {s.regression:.0%} slower candidate "
+                        "would read at most",
+            },
+        })  # fmt: skip
+    for line in table(("gpu", "model", "precision", "batch", "unit", "runs", "intervals", "floor"), rows):
+        print(line)
+    if args.out is not None and entries:
+        _merge(args.out, entries)
+        print(f"wrote {len(entries)} floor(s) to {args.out}")
+    return 0
+
+
+def _merge(path: Path, entries: list[dict[str, Any]]) -> None:
+    """Put `entries` into the floors file at `path`, replacing those of the same GPU, backend, version, model,
+    batch and precision; the file is checked by the floors reader before and after."""
+    from pytest_vitperf.core.files import write_atomic
+    from pytest_vitperf.verdicts.floors import SCHEMA, FloorsFile
+
+    old: list[dict[str, Any]] = []
+    if path.exists():
+        FloorsFile.load(path)  # a broken file is refused with its reason, never overwritten
+        old = json.loads(path.read_text(encoding="utf-8"))["floors"]
+
+    def key(e: dict[str, Any]) -> tuple[Any, ...]:
+        return (e["gpu"].lower(), e["backend"], e.get("version", "*"), e.get("model", "*"), e.get("batch", "*"),
+                e["precision"])  # fmt: skip
+
+    new = {key(e) for e in entries}
+    doc = {"schema": SCHEMA, "floors": [e for e in old if key(e) not in new] + entries}
+    write_atomic(path, json.dumps(doc, indent=1) + "\n")
+    FloorsFile.load(path)
+
+
+def _confidence(text: str) -> float:
+    from pytest_vitperf.options.parsers import parse_confidence
+
+    return parse_confidence(text)
+
+
+def add(sub: Any) -> None:
+    """The floors subcommands."""
+    floors = sub.add_parser("floors", help="floors for this GPU and backend version, from runs made on it")
+    verbs = floors.add_subparsers(dest="verb", required=True)
+    sug = verbs.add_parser("suggest", help="floor entries, with provenance, from the speedup intervals of runs")
+    sug.add_argument("runs", nargs="+", type=Path, help="--benchmark-json files of runs made on this GPU")
+    sug.add_argument("--regression", type=float, default=0.05, help="the slowdown a floor must catch (0.05)")
+    sug.add_argument("--unit", choices=UNITS, default="auto", help="judge in time, cycles, or the steadier (auto)")
+    sug.add_argument("--confidence", type=_confidence, default=0.95, help="of the runs' intervals (0.95)")
+    sug.add_argument("--out", type=Path, help="merge the entries into this floors file (created if absent)")
+    sug.set_defaults(func=_suggest)

@@ -1,0 +1,52 @@
+"""The run's settings: what the command line, the ini file and the defaults resolve to (options.py resolves them).
+Plain data, read by every layer that needs one (backends, the session, the fixtures), never by `getoption`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# trtexec warns ("unstable performance") when the coefficient of variation of GPU compute time exceeds 1.0%
+# (kUNSTABLE_PERF_REPORTING_THRESHOLD in samples/common/sampleReporting.cpp).
+NOISY_COV = 0.01
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Options after command line, ini file and defaults are combined."""
+
+    enabled: bool = False
+    backend: str = "auto"
+    precisions: tuple[str, ...] | None = None
+    batch_sizes: tuple[int, ...] | None = None
+    models: tuple[str, ...] | None = None
+    warmup_ms: float | None = None  # None: the device's default, see VitperfSession.timing
+    duration_ms: float = 3000.0
+    min_iterations: int = 10
+    cuda_graph: bool = True
+    clocks: bool = True
+    compile: str = "auto"
+    cache_dir: Path | None = None
+    floors: Path | None = None
+    baseline_dir: Path | None = None
+    history: Path | None = None
+    export: tuple[tuple[str, Path], ...] = ()
+    report: Path | None = None
+    regression_threshold: float = 0.05
+    noise_threshold: float = NOISY_COV
+    max_noise: float | None = None
+    accuracy_bound: dict[str, float] | None = None
+    timeout_ms: float = 15000.0
+    update_baselines: bool = False
+    strict: bool = False
+    kernels: bool = False
+    cold: bool = False
+    share_devices: bool = False
+    rounds: int = 20
+    slice_ms: float = 200.0
+    round_budget_s: float = 60.0
+    confidence: float = 0.95
+    inconclusive: str = "warn"
+    seed: int | None = None  # None: drawn per run, and recorded in every measurement of a family
+    inject_delay: tuple[tuple[str, float], ...] = ()
+    rootdir: Path = field(default_factory=Path.cwd)

@@ -1,0 +1,264 @@
+"""The torch backend: eager or CUDA-graph replay on a GPU, eager on a CPU, optional torch.compile.
+
+FP8 and INT8 run what a TensorRT deployment runs: the precision's recipe (the same Model Optimizer config and
+calibration data as the ONNX export) calibrates static scales, and `realquant` swaps each quantized Linear for a
+real FP8 (`torch._scaled_mm`) or INT8 (`torch._int_mm`) one, the rest of the model in FP16. Without
+--vitperf-compile the activation quantization runs as its own small kernels before each GEMM; compiled, it fuses
+into the kernel that produces the activation, as TensorRT fuses it (docs/benchmarks.md has both).
+
+torchao's dynamic quantization (activation scales computed on every call), which this backend ran before, is not
+what a deployment runs: on an H100 it measured 0.41x (FP8) and 0.05x (INT8) against FP16, eager.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pytest_vitperf.core.errors import OutOfMemory, VitperfError
+from pytest_vitperf.core.precision import builtin_backend_reason, get_precision
+from pytest_vitperf.engines.models import fixed_input, input_size
+from pytest_vitperf.measure.env import environ, version_of
+from pytest_vitperf.measure.timing import Clock, PerfCounterClock, TorchCudaEventClock
+
+if TYPE_CHECKING:
+    import torch
+
+    from pytest_vitperf.core.settings import Settings
+    from pytest_vitperf.measure.env import Device
+    from pytest_vitperf.measure.kernels import Breakdown
+
+# The dtype of a precision's GEMMs, and for FP8/INT8 (realquant) of everything that is not a quantized GEMM:
+# FP16, as in the FP16 reference and the TensorRT export.
+_DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "fp8": "float16", "int8": "float16"}
+_REAL_QUANT = ("fp8", "int8")
+# Inductor's own CUDA graphs would hide inside our replay; we capture the graph ourselves.
+_COMPILE_MODES = {"default": None, "max-autotune": "max-autotune-no-cudagraphs"}
+
+
+@dataclass
+class TorchEngine:
+    model: Any
+    model_name: str
+    inputs: Any
+    precision: str
+    batch: int
+    clock: Clock
+    mode: str
+    stream: Any = None
+    graph: Any = None
+    static_out: Any = None
+    info: dict[str, Any] = field(default_factory=dict)
+    backend: str = "torch"
+
+    def launch(self) -> None:
+        import torch
+
+        if self.graph is not None:
+            self.graph.replay()
+            return
+        with torch.inference_mode():
+            if self.stream is None:
+                self.model(self.inputs)
+            else:
+                with torch.cuda.stream(self.stream):
+                    self.static_out = self.model(self.inputs)
+
+    def output(self) -> torch.Tensor:
+        import torch
+
+        if self.stream is None:
+            with torch.inference_mode():
+                return self.model(self.inputs).float()
+        with torch.cuda.stream(self.stream):
+            self.launch()
+        self.stream.synchronize()
+        return self.static_out.float().cpu()
+
+    def run(self, x: torch.Tensor) -> torch.Tensor:
+        import torch
+
+        if tuple(x.shape) != tuple(self.inputs.shape):
+            raise VitperfError(f"this {self.precision} engine takes {tuple(self.inputs.shape)}, not {tuple(x.shape)}")
+
+        def put(t: torch.Tensor) -> None:
+            with torch.cuda.stream(self.stream) if self.stream is not None else contextlib.nullcontext():
+                self.inputs.copy_(t)  # in place: a captured CUDA graph reads this very buffer
+
+        resident = self.inputs.clone()
+        put(x)
+        try:
+            return self.output()
+        finally:
+            put(resident)
+
+    def describe(self) -> dict[str, Any]:
+        return dict(self.info)
+
+    def kernel_breakdown(self) -> Breakdown:
+        from pytest_vitperf.measure.kernels import profile
+
+        return profile(self.model, self.inputs, self.stream)
+
+
+def _recompile_budget() -> contextlib.AbstractContextManager[object]:
+    """Every engine of a run compiles the same timm code objects. Past dynamo's recompile limit (8) the frame is
+    silently left to run eagerly: on an H100 the 9th and 10th engines of the default main job (int8 and fp8 at
+    batch 64) ran eagerly while labelled compiled, FP8 at 13.9 ms instead of 5.2 ms. Raised while an engine is
+    prepared, which is when it compiles."""
+    import torch
+
+    config: Any = torch._dynamo.config
+    name = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"
+    return config.patch(**{name: 4096})
+
+
+@contextlib.contextmanager
+def _compiling(settings: Settings) -> Iterator[None]:
+    """While an engine compiles: dynamo's raised recompile limit and, with --vitperf-cache-dir, Inductor's cache
+    there (compiled kernels kept across runs instead of recompiled: minutes for max-autotune)."""
+    inductor = str(settings.cache_dir / "inductor") if settings.cache_dir is not None else None
+    with environ("TORCHINDUCTOR_CACHE_DIR", inductor), _recompile_budget():
+        yield
+
+
+def _nbytes(t: torch.Tensor) -> int:
+    """Bytes a tensor occupies; a 2:4 sparse weight counts its compressed values and metadata, not its dense shape."""
+    packed = getattr(t, "packed", None)  # torch.sparse.SparseSemiStructuredTensor
+    if packed is not None:
+        meta = getattr(t, "meta", None)
+        return sum(x.numel() * x.element_size() for x in (packed, meta) if x is not None)
+    return t.numel() * t.element_size()
+
+
+def resolve_compile(mode: str, device: Device) -> str:
+    """`auto`: compiled on a GPU, where eager launches of the quantize and elementwise ops around each GEMM would
+    cost more than the GEMM saves (FP8 0.49x eager, 1.23x compiled on an H100); eager on a CPU, where the path
+    exists to check the flow and a compile costs more than the run."""
+    if mode == "auto":
+        return "off" if device.sm is None else "default"
+    return mode
+
+
+class TorchBackend:
+    name = "torch"
+
+    def version(self) -> str | None:
+        return version_of("torch")
+
+    def unavailable_reason(self, device: Device) -> str | None:
+        return None  # torch is a core dependency and runs on CPU and CUDA
+
+    def precision_reason(self, precision: str) -> str | None:
+        return builtin_backend_reason(precision, self.name)  # Model Optimizer, which calibrates, is a core dependency
+
+    def prepare(
+        self,
+        model: torch.nn.Module,
+        *,
+        model_name: str,
+        precision: str,
+        batch: int,
+        device: Device,
+        settings: Settings,
+    ) -> TorchEngine:
+        import torch
+
+        try:
+            return self._prepare(model, model_name, precision, batch, device, settings)
+        except torch.cuda.OutOfMemoryError as exc:
+            torch.cuda.empty_cache()  # what the failed engine held goes back before anything else is tried
+            raise OutOfMemory(
+                f"out of GPU memory preparing {precision} batch {batch} on {device.name}: {str(exc).splitlines()[0]} "
+                "Lower the batch: --vitperf-batch-sizes 1,8"
+            ) from None
+
+    def _prepare(
+        self, model: torch.nn.Module, model_name: str, precision: str, batch: int, device: Device, settings: Settings
+    ) -> TorchEngine:
+        import torch
+
+        p = get_precision(precision)
+        reason = self.precision_reason(precision)
+        if reason is not None:
+            raise VitperfError(reason)
+        sparse_quantized = p.recipe.sparse24 and p.recipe.config is not None
+        if p.weights not in _DTYPES or sparse_quantized or p.recipe.mha_fp8:  # a registered entry asking too much
+            raise VitperfError(
+                f"the torch backend builds weights in {', '.join(_DTYPES)}, 2:4 sparse in FP16 only, without FP8 "
+                f"attention, not {precision}; build it with: --vitperf-backend tensorrt"
+            )
+        if p.recipe.sparse24 and device.sm is None:
+            raise VitperfError(f"{precision} runs its GEMMs in cuSPARSELt, which needs a CUDA GPU; this is a CPU")
+        dtype = getattr(torch, _DTYPES[p.weights])
+        dev = torch.device(device.torch_device)
+        compile_mode = resolve_compile(settings.compile, device)
+        x = fixed_input((batch, *input_size(model))).to(dev, dtype)
+        parameters = sum(p.numel() for p in model.parameters())  # before FP8/INT8 weights become buffers
+        quantized = None
+        if p.recipe.sparse24 or (p.weights in _REAL_QUANT and p.recipe.config is not None):
+            from pytest_vitperf.engines.realquant import convert, sparse24
+            from pytest_vitperf.engines.recipes import apply
+
+            model = apply(p.recipe, copy.deepcopy(model).to(dev).float().eval(), cache_dir=settings.cache_dir)
+            # Both cast what they keep to `dtype`.
+            done = sparse24(model, dtype) if p.recipe.sparse24 else convert(model, p.weights, dtype)
+            quantized = done.summary()
+        else:
+            model = model.to(dev, dtype).eval()
+        tensors = [*model.parameters(), *model.buffers()]
+        info: dict[str, Any] = {
+            "backend": "torch",
+            "dtype": str(dtype).removeprefix("torch."),
+            "device": str(dev),
+            "parameters": parameters,
+            "weight_bytes": sum(_nbytes(t) for t in tensors),
+            "compile": compile_mode,
+        }
+        if quantized is not None:
+            info["quantization"] = quantized
+        if compile_mode != "off":
+            # Static shapes, as a TensorRT engine built for one batch has. By default dynamo marks a dimension dynamic
+            # once a second engine of the same code (any timm ViT) arrives with another size: in the main job the
+            # accuracy suite's 32x32 ViT made every latency engine compile for symbolic batch, channels and image
+            # size, so an engine's kernels depended on what the process had compiled before it.
+            model = torch.compile(model, mode=_COMPILE_MODES[compile_mode], dynamic=False)  # type: ignore[assignment]
+        # Compiling happens on the first calls below, all inside `budget`.
+        budget = _compiling(settings) if compile_mode != "off" else contextlib.nullcontext()
+        if device.sm is None:
+            if compile_mode != "off":
+                with budget, torch.inference_mode():
+                    model(x)  # compile now, within the budget, not inside the first timed call
+            info["mode"] = "eager"
+            return TorchEngine(model, model_name, x, precision, batch, PerfCounterClock(), "eager", info=info)
+
+        stream = torch.cuda.Stream(dev)
+        engine = TorchEngine(
+            model, model_name, x, precision, batch, TorchCudaEventClock(stream), "eager", stream=stream
+        )
+        with budget, torch.inference_mode(), torch.cuda.stream(stream):
+            for _ in range(3):  # lazy init, cuBLAS handles and autotuning happen outside capture
+                engine.static_out = model(x)
+            stream.synchronize()
+            if settings.cuda_graph:
+                graph = torch.cuda.CUDAGraph()
+                try:
+                    with torch.cuda.graph(graph, stream=stream):
+                        engine.static_out = model(x)
+                except torch.cuda.OutOfMemoryError:
+                    raise
+                except RuntimeError as exc:  # an op that syncs with the host, which capture refuses
+                    reason = str(exc).splitlines()[0]
+                    info["cuda_graph"] = f"capture refused ({reason}); timed as stream launches"
+                    with torch.inference_mode():
+                        engine.static_out = model(x)
+                else:
+                    engine.graph = graph
+                    engine.mode = "cuda-graph"
+        stream.synchronize()
+        info["mode"] = engine.mode
+        engine.info = info
+        return engine

@@ -1,0 +1,100 @@
+"""A known delay added to an engine: the sensitivity self-test (--vitperf-inject-delay PRECISION=REL).
+
+What a run can detect on a machine is best shown, not claimed: the engine of one precision gets a delay of a known
+share of its own time after every launch, on its own stream, so the time the timer sees grows by that share. A run
+then says whether the change was seen. On a GPU the delay is a spin of a fixed number of SM clock cycles
+(`torch.cuda._sleep`), calibrated once against the engine's own time at the same moment: the engine and the spin
+slow down together when the power cap lowers the clock. On a CPU it is a busy wait of a fixed time.
+
+Off unless asked for; the header and the summary say so loudly, and a run with it cannot write baselines.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from pytest_vitperf.core.errors import VitperfError
+
+if TYPE_CHECKING:
+    import torch
+
+    from pytest_vitperf.engines.backends.base import Engine
+    from pytest_vitperf.measure.kernels import Breakdown
+    from pytest_vitperf.measure.timing import Clock
+
+CALIBRATION_LAUNCHES = 20
+SPIN_PROBE_CYCLES = 1_000_000
+
+
+class DelayedEngine:
+    """`engine`, with `delay` run after every launch; its output and everything else are the engine's own."""
+
+    def __init__(self, engine: Engine, rel: float, delay: Callable[[], None], facts: dict[str, Any]) -> None:
+        self.engine = engine
+        self.rel = rel
+        self.backend, self.model_name, self.precision = engine.backend, engine.model_name, engine.precision
+        self.batch: int = engine.batch
+        self.clock: Clock = engine.clock
+        self._delay = delay
+        self._facts = facts
+
+    def launch(self) -> None:
+        self.engine.launch()
+        self._delay()
+
+    def output(self) -> torch.Tensor:
+        return self.engine.output()
+
+    def run(self, x: torch.Tensor) -> torch.Tensor:
+        return self.engine.run(x)
+
+    def describe(self) -> dict[str, Any]:
+        return {**self.engine.describe(), "injected_delay": {"rel": self.rel, **self._facts}}
+
+    def kernel_breakdown(self) -> Breakdown:
+        return self.engine.kernel_breakdown()
+
+
+def _median_ms(clock: Clock, launch: Callable[[], None], n: int) -> float:
+    clock.time(launch, 3)  # out of the numbers: the first launches after a pause are slower
+    return statistics.median(clock.time(launch, n))
+
+
+def inject(engine: Engine, rel: float) -> DelayedEngine:
+    """`engine` with a delay of `rel` of its own median time after every launch (0.02: 2% slower)."""
+    if not 0 < rel < 1:
+        raise VitperfError(f"an injected delay must be between 0 and 1 of the engine's time, not {rel!r}")
+    if hasattr(engine, "time_itself"):
+        raise VitperfError(
+            f"{engine.precision}: a delay cannot be injected into an engine that a tool times in its own process; "
+            "inject it with the Python API's backend: --vitperf-backend tensorrt"
+        )
+    own_ms = _median_ms(engine.clock, engine.launch, CALIBRATION_LAUNCHES)
+    stream = getattr(engine.clock, "stream", None)
+    if stream is None:  # a CPU engine, timed by the host clock
+        wait_s = rel * own_ms / 1e3
+
+        def busy() -> None:
+            end = time.perf_counter() + wait_s
+            while time.perf_counter() < end:
+                pass
+
+        return DelayedEngine(engine, rel, busy, {"wait_ms": round(wait_s * 1e3, 6), "engine_ms": own_ms})
+    import torch
+
+    torch_stream = stream if isinstance(stream, torch.cuda.Stream) else torch.cuda.ExternalStream(int(stream))
+
+    def spin(cycles: int) -> Callable[[], None]:
+        def run() -> None:
+            with torch.cuda.stream(torch_stream):
+                torch.cuda._sleep(cycles)
+
+        return run
+
+    probe_ms = _median_ms(engine.clock, spin(SPIN_PROBE_CYCLES), 5)
+    cycles = max(1, round(rel * own_ms / probe_ms * SPIN_PROBE_CYCLES))
+    facts = {"cycles": cycles, "engine_ms": own_ms, "spin_ms_per_million_cycles": probe_ms}
+    return DelayedEngine(engine, rel, spin(cycles), facts)

@@ -1,0 +1,253 @@
+"""Real low-precision and 2:4 sparse Linears for the torch backend, from a model that a precision recipe calibrated
+or sparsified.
+
+The scheme is the one TensorRT runs for an FP8 or INT8 ONNX export: static activation scales from calibration,
+weights quantized once, the GEMM on the low-precision tensor cores. Model Optimizer decides what is quantized and
+calibrates it (`recipes.apply`, the same recipe and calibration data as the ONNX export); its quantizers' amax are
+the only source of scales. What runs is this module's, because Model Optimizer's own real-quant path
+(`mtq.compress`, RealQuantLinear) recomputes scales per call and fails under `torch.compile` with Model Optimizer
+0.47 (docs/benchmarks.md).
+
+| precision | weights | activations | GEMM |
+|---|---|---|---|
+| fp8 | E4M3 per tensor (FP8_DEFAULT_CFG) | E4M3 per tensor, static | `torch._scaled_mm`, fast accumulation |
+| int8 | INT8 per channel (INT8_DEFAULT_CFG) | INT8 per tensor, static | `torch._int_mm`, scales applied after |
+| int8-smoothquant | INT8 per channel, rescaled (INT8_SMOOTHQUANT_CFG) | INT8 per tensor, static, pre-scaled | as int8 |
+| fp16-sparse24 | FP16, 2:4 magnitude mask (`mts.sparsify`), compressed | FP16 | `_cslt_sparse_mm` (cuSPARSELt) |
+
+Everything else (attention, norms, the patch-embedding convolution) stays in the model's FP16. A Linear whose
+shape the kernels refuse (`_scaled_mm` needs both weight dimensions divisible by 16; the 1000-class head is not)
+stays in FP16 too; `convert` returns how many Linears it converted and which it kept.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+E4M3_MAX = 448.0
+INT8_MAX = 127.0
+
+
+def _linear_base() -> type[torch.nn.Module]:
+    import torch
+
+    class QuantizedLinear(torch.nn.Module):
+        """Shared shape handling: [..., K] in, [..., N] out, one 2D GEMM."""
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            lead = x.shape[:-1]
+            return self.gemm(x.reshape(-1, x.shape[-1])).reshape(*lead, -1)
+
+        def gemm(self, x: torch.Tensor) -> torch.Tensor:  # pragma: no cover - overridden
+            raise NotImplementedError
+
+    return QuantizedLinear
+
+
+def fp8_linear(weight: torch.Tensor, bias: torch.Tensor | None, w_amax: float, x_amax: float) -> torch.nn.Module:
+    """An FP8 Linear: E4M3 weight and static activation scale from Model Optimizer's per-tensor amax."""
+    import torch
+
+    class Fp8Linear(_linear_base()):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__()
+            w_scale = max(w_amax, 1e-12) / E4M3_MAX
+            x_scale = max(x_amax, 1e-12) / E4M3_MAX
+            self.out_dtype = weight.dtype
+            q = (weight.float() / w_scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
+            self.register_buffer("weight", q)  # [N, K]; `.t()` is the column-major operand _scaled_mm wants
+            self.register_buffer("bias", None if bias is None else bias.detach().to(weight.dtype))
+            self.register_buffer("w_scale", torch.tensor(w_scale, dtype=torch.float32, device=weight.device))
+            self.register_buffer("x_scale", torch.tensor(x_scale, dtype=torch.float32, device=weight.device))
+
+        def gemm(self, x: torch.Tensor) -> torch.Tensor:
+            xq = (x.float() / self.x_scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
+            return torch._scaled_mm(
+                xq,
+                self.weight.t(),
+                scale_a=self.x_scale,
+                scale_b=self.w_scale,
+                bias=self.bias,
+                out_dtype=self.out_dtype,
+                use_fast_accum=True,
+            )
+
+    return Fp8Linear()
+
+
+def int8_linear(
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    w_amax: torch.Tensor,
+    x_amax: float,
+    pre_scale: torch.Tensor | None = None,
+) -> torch.nn.Module:
+    """An INT8 Linear: per-output-channel weight scales and a static per-tensor activation scale. With SmoothQuant's
+    per-input-channel `pre_scale` the activation is multiplied by it before quantizing (the weight already holds the
+    inverse): compiled, Inductor fuses that multiply into the quantize, which it fuses into the kernel that produces
+    the activation, so the pre-scale costs what folding it into the previous op would (nothing)."""
+    import torch
+
+    class Int8Linear(_linear_base()):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__()
+            w_scale = w_amax.detach().float().reshape(-1).clamp_min(1e-12) / INT8_MAX  # [N]
+            x_scale = max(x_amax, 1e-12) / INT8_MAX
+            self.out_dtype = weight.dtype
+            q = torch.round(weight.float() / w_scale[:, None]).clamp(-INT8_MAX, INT8_MAX).to(torch.int8)
+            self.register_buffer("weight", q)  # [N, K]; `.t()` is the column-major operand cuBLASLt's INT8 GEMM wants
+            self.register_buffer("bias", None if bias is None else bias.detach().float())
+            self.register_buffer("out_scale", (w_scale * x_scale).to(weight.device))  # [N]
+            self.register_buffer("x_scale", torch.tensor(x_scale, dtype=torch.float32, device=weight.device))
+            pre = None if pre_scale is None else pre_scale.detach().float().reshape(-1).to(weight.device)
+            self.register_buffer("pre_scale", pre)  # [K] or None
+
+        def gemm(self, x: torch.Tensor) -> torch.Tensor:
+            xf = x.float() if self.pre_scale is None else x.float() * self.pre_scale
+            xq = torch.round(xf / self.x_scale).clamp(-INT8_MAX, INT8_MAX).to(torch.int8)
+            rows = xq.shape[0]
+            if rows <= 16:  # _int_mm wants more than 16 rows (the head at batch 1 has one): pad with zeros
+                xq = torch.nn.functional.pad(xq, (0, 0, 0, 17 - rows))
+            y = torch._int_mm(xq, self.weight.t())[:rows].float() * self.out_scale
+            if self.bias is not None:
+                y = y + self.bias
+            return y.to(self.out_dtype)
+
+    return Int8Linear()
+
+
+@dataclass
+class Conversion:
+    precision: str
+    converted: list[str] = field(default_factory=list)
+    kept: dict[str, str] = field(default_factory=dict)  # module name -> why it stayed as it was
+    how: str = "static scales from Model Optimizer calibration"
+    kept_as: str = "high precision"
+
+    def summary(self) -> str:
+        kept = "; ".join(f"{n} ({why})" for n, why in self.kept.items())
+        text = f"{len(self.converted)} Linears in {self.precision} ({self.how})"
+        return text + (f"; kept in {self.kept_as}: {kept}" if kept else "")
+
+
+def is_24_sparse(weight: torch.Tensor) -> bool:
+    """At most two non-zeros in every group of four along the input dimension: what the 2:4 tensor cores take."""
+    n, k = weight.shape
+    return k % 4 == 0 and bool(((weight.reshape(n, k // 4, 4) != 0).sum(-1) <= 2).all())
+
+
+def sparse24(model: torch.nn.Module, dtype: torch.dtype) -> Conversion:
+    """Model Optimizer's 2:4 masks (`recipes.apply` sparsified the model) baked into plain weights (`mts.export`),
+    cast to `dtype`; then every Linear whose shape cuSPARSELt takes gets its weight as a semi-structured sparse
+    tensor, so that its GEMM runs on the 2:4 sparse tensor cores (`_cslt_sparse_mm`). Needs a CUDA GPU."""
+    import modelopt.torch.sparsity as mts
+    import torch
+    from torch.sparse import to_sparse_semi_structured
+
+    model = mts.export(model).to(dtype)
+    done = Conversion("fp16 2:4 sparse", how="Model Optimizer's 2:4 magnitude mask, cuSPARSELt", kept_as="dense")
+    for name, module in model.named_modules():
+        if not isinstance(module, torch.nn.Linear):
+            continue
+        n, k = module.weight.shape
+        if n % 16 or k % 16:
+            done.kept[name] = f"{n}x{k}: cuSPARSELt needs FP16 dimensions divisible by 16"
+        elif not is_24_sparse(module.weight):
+            done.kept[name] = "not 2:4 sparse after the recipe"
+        else:
+            sparse = to_sparse_semi_structured(module.weight.detach())
+            module.weight = torch.nn.Parameter(sparse, requires_grad=False)
+            done.converted.append(name)
+    return done
+
+
+def _fits(precision: str, n: int, k: int) -> str | None:
+    if precision == "fp8" and (n % 16 or k % 16):
+        return f"{n}x{k}: _scaled_mm needs dimensions divisible by 16"
+    if precision == "int8" and (n % 8 or k % 8):
+        return f"{n}x{k}: _int_mm needs dimensions divisible by 8"
+    return None
+
+
+def convert(model: torch.nn.Module, precision: str, dtype: torch.dtype) -> Conversion:
+    """Replace, in place, each Linear of a Model Optimizer-calibrated `model` whose input and weight quantizers are
+    enabled by a real `precision` Linear; every other module is returned to plain torch in `dtype`."""
+    import torch
+
+    if precision not in ("fp8", "int8"):
+        raise ValueError(f"real quantized Linears exist for fp8 and int8, not {precision}")
+    done = Conversion(precision)
+    replacements: dict[str, torch.nn.Module] = {}
+    for name, module in list(model.named_modules()):
+        wq, xq = getattr(module, "weight_quantizer", None), getattr(module, "input_quantizer", None)
+        if not isinstance(module, torch.nn.Linear) or wq is None or xq is None:
+            continue
+        n, k = module.weight.shape
+        why = _fits(precision, n, k)
+        if not (wq.is_enabled and xq.is_enabled and wq.amax is not None and xq.amax is not None):
+            why = "not quantized by the recipe"
+        elif why is None and precision == "fp8" and getattr(xq, "pre_quant_scale", None) is not None:
+            why = "a pre-quantization scale, which the FP8 Linear does not apply"
+        if why is not None:
+            done.kept[name] = why + _fold_pre_scale(module, xq)
+            continue
+        weight = module.weight.detach().to(dtype)
+        bias = module.bias.detach().to(dtype) if module.bias is not None else None
+        x_amax = float(xq.amax.float().max())
+        pre_scale = getattr(xq, "pre_quant_scale", None)  # SmoothQuant's, applied before the quantizer's amax
+        if precision == "fp8":
+            new = fp8_linear(weight, bias, float(wq.amax.float().max()), x_amax)
+        else:
+            new = int8_linear(weight, bias, wq.amax.detach().expand(n, 1), x_amax, pre_scale)
+        replacements[name] = new
+    _to_plain_torch(model)
+    model.to(dtype)  # before the swap: `.to(dtype)` would cast the FP8 weights and FP32 scales too
+    for name, new in replacements.items():
+        parent, _, child = name.rpartition(".")
+        setattr(model.get_submodule(parent) if parent else model, child, new)
+        done.converted.append(name)
+    return done
+
+
+def _fold_pre_scale(module: torch.nn.Module, input_quantizer: Any) -> str:
+    """A Linear left in high precision runs without its input quantizer; SmoothQuant's per-input-channel pre-scale
+    lives there while the weight holds its inverse, so it goes into the weight (W x p = (W diag p) x) or the layer
+    computes something else (the digits ViT's 10-class head, kept for _int_mm's shapes: logits off by 30)."""
+    import torch
+
+    pre = getattr(input_quantizer, "pre_quant_scale", None)
+    if pre is None:
+        return ""
+    weight: Any = module.weight
+    with torch.no_grad():
+        weight.mul_(pre.detach().reshape(1, -1).to(weight))
+    return ", its pre-scale folded into the weight"
+
+
+_PLAIN_MODULES = ("torch.nn.modules", "pytest_vitperf.engines.models")
+
+
+def _to_plain_torch(model: torch.nn.Module) -> None:
+    """Modules this file did not convert (kept Linears, the convolution) go back to their torch class, their fake
+    quantizers dropped: what stays in high precision runs as plain high precision, as in a TensorRT engine, and
+    nothing of Model Optimizer is left for `torch.compile` to trace."""
+    import torch
+
+    for module in model.modules():
+        quantizers = [name for name in module._modules if name.endswith("quantizer")]
+        if not quantizers:
+            continue
+        for name in quantizers:
+            del module._modules[name]
+        # The class Model Optimizer wrapped: torch's Linear/Conv2d, or the zoo's bmm attention (registered with it
+        # by recipes.register_quant_attention); never a bare nn.Module, which has no forward.
+        plain = next(
+            (c for c in type(module).__mro__ if c.__module__.startswith(_PLAIN_MODULES) and c is not torch.nn.Module),
+            None,
+        )
+        if plain is not None:
+            module.__class__ = plain

@@ -1,7 +1,0 @@
-"""The error every layer raises for the user: a message that ends with what to do about it."""
-
-from __future__ import annotations
-
-
-class VitperfError(RuntimeError):
-    """A failure with a message meant for the user, ending with what to do about it."""

@@ -1,0 +1,114 @@
+"""Interleaved rounds: the engines of a family timed in turns, so that a speedup is a paired comparison.
+
+Timed one after the other in 5 s blocks, two engines see different minutes of the GPU: its clock under the power cap,
+its temperature, whatever else the host did. Timed in rounds, each engine gets a short slice of every round, in an
+order shuffled per round, so drift falls on both sides of a ratio alike, and the rounds' ratios are repeated
+observations whose spread is an interval (verdicts/stats.py). This module only schedules: what a slice runs and
+how it is timed are the callables it is given.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from pytest_vitperf.measure.clocks import ClockReading
+
+# (samples, their clock readings, samples dropped for a throttled clock): what timing one slice gives
+Slice = tuple[list[float], list[ClockReading], int]
+
+
+@dataclass(frozen=True)
+class RoundPlan:
+    """How a family is measured: `rounds` rounds, each engine a slice of at least `slice_ms` and
+    `slice_iterations` timed launches after `slice_warmup_ms` untimed, in an order drawn from `seed`; before them,
+    `warmup_ms` of the engines in turn. `budget_s`: the longest a family may go on adding rounds to settle a verdict."""
+
+    rounds: int = 20
+    slice_ms: float = 200.0
+    slice_iterations: int = 5
+    slice_warmup_ms: float = 20.0
+    warmup_ms: float = 2000.0
+    budget_s: float = 60.0
+    seed: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def order(names: Sequence[str], seed: int, round_index: int) -> list[str]:
+    """Round `round_index`'s order: a shuffle of `names` that depends only on the seed and the round, so a rerun
+    with the same seed repeats it, and adding rounds never changes the earlier ones."""
+    out = sorted(names)
+    random.Random(f"{seed}/{round_index}").shuffle(out)
+    return out
+
+
+@dataclass
+class Slices:
+    """What one engine collected over the rounds: every sample, how many each round kept, the readings, the drops."""
+
+    samples: list[float] = field(default_factory=list)
+    counts: list[int] = field(default_factory=list)
+    readings: list[ClockReading] = field(default_factory=list)
+    dropped: int = 0
+
+    def add(self, taken: Slice) -> None:
+        samples, readings, dropped = taken
+        self.samples += samples
+        self.counts.append(len(samples))
+        self.readings += readings
+        self.dropped += dropped
+
+
+def warm_up(warm: Mapping[str, Callable[[], object]], ms: float, now: Callable[[], float] = time.perf_counter) -> None:
+    """Run each engine in turn until `ms` have passed (each at least once): clocks settle under the load the rounds
+    will put on the GPU, and every engine's kernels are loaded before its first slice."""
+    start = now()
+    names = sorted(warm)
+    i = 0
+    while i < len(names) or (now() - start) * 1e3 < ms:
+        warm[names[i % len(names)]]()
+        i += 1
+
+
+def interleave(
+    take: Mapping[str, Callable[[], Slice]],
+    rounds: Iterable[int],
+    seed: int,
+    into: dict[str, Slices],
+) -> list[list[str]]:
+    """Time one slice of every engine per round, in each round's order; append to `into` (one Slices per name).
+    Returns the orders used."""
+    used = []
+    for r in rounds:
+        names = order(list(take), seed, r)
+        for name in names:
+            into.setdefault(name, Slices()).add(take[name]())
+        used.append(names)
+    return used
+
+
+MAX_LOOKS = 3  # the first look after plan.rounds, then at most two doublings: each look costs confidence (stats)
+
+
+@dataclass
+class FamilyRun:
+    """What measuring one family gave: a Measurement per precision timed, why a precision was not (its engine failed
+    to build, or it cannot run here), and how the rounds went."""
+
+    model: str
+    batch: int
+    plan: RoundPlan
+    run: str  # names the rounds: two measurements pair only within one run
+    measurements: dict[str, Any] = field(default_factory=dict)  # precision -> Measurement
+    errors: dict[str, str] = field(default_factory=dict)  # precision -> why its engine failed (its test fails)
+    skipped: dict[str, str] = field(default_factory=dict)  # precision -> why it cannot run here (its test skips)
+    rounds_done: int = 0
+    looks: int = 0
+    seconds: float = 0.0
+    sequential: str = ""  # why the engines were timed one block each instead of in rounds; "" when interleaved
+    gated: set[str] = field(default_factory=set)  # precisions already judged against their baselines

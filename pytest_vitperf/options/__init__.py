@@ -1,0 +1,408 @@
+"""Command-line and ini options: their names, the table of them, and their resolution into Settings (the value
+parsers are in parsers.py).
+
+Kept free of heavy imports: `pytest --help` loads this module.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_vitperf.core.precision import PRECISIONS
+from pytest_vitperf.core.settings import Settings
+from pytest_vitperf.hookspec import backend_names
+from pytest_vitperf.options.parsers import (
+    choice,
+    number,
+    parse_batch_sizes,
+    parse_bool,
+    parse_confidence,
+    parse_delays,
+    parse_exports,
+    parse_models,
+    parse_path,
+    parse_precisions,
+    parse_task_bound,
+    parse_threshold,
+)
+
+GPU_BENCH = "--gpu-bench"
+GPU_BENCH_INI = "vitperf_gpu_bench"
+BACKEND = "--vitperf-backend"
+PRECISIONS_OPT = "--vitperf-precisions"
+BATCH_SIZES = "--vitperf-batch-sizes"
+MODELS = "--vitperf-models"
+WARMUP_MS = "--vitperf-warmup-ms"
+DURATION_MS = "--vitperf-duration-ms"
+MIN_ITERATIONS = "--vitperf-min-iterations"
+CUDA_GRAPH = "--vitperf-cuda-graph"
+NO_CUDA_GRAPH = "--no-vitperf-cuda-graph"
+CLOCKS = "--vitperf-clocks"
+NO_CLOCKS = "--no-vitperf-clocks"
+COMPILE = "--vitperf-compile"
+CACHE_DIR = "--vitperf-cache-dir"
+FLOORS = "--vitperf-floors"
+BASELINE_DIR = "--vitperf-baseline-dir"
+HISTORY = "--vitperf-history"
+EXPORT = "--vitperf-export"
+REPORT = "--vitperf-report"
+THRESHOLD = "--vitperf-regression-threshold"
+NOISE = "--vitperf-noise-threshold"
+MAX_NOISE = "--vitperf-max-noise"
+ACCURACY_BOUND = "--vitperf-accuracy-bound"
+TIMEOUT_MS = "--vitperf-timeout-ms"
+UPDATE_BASELINES = "--vitperf-update-baselines"
+STRICT = "--vitperf-strict"
+COLD = "--vitperf-cold"
+KERNELS = "--vitperf-kernels"
+SHARE_DEVICES = "--vitperf-share-devices"
+ROUNDS = "--vitperf-rounds"
+SLICE_MS = "--vitperf-slice-ms"
+ROUND_BUDGET_S = "--vitperf-round-budget-s"
+CONFIDENCE = "--vitperf-confidence"
+INCONCLUSIVE = "--vitperf-inconclusive"
+SEED = "--vitperf-seed"
+INJECT_DELAY = "--vitperf-inject-delay"
+
+INCONCLUSIVE_OUTCOMES = ("warn", "xfail", "fail")
+
+COMPILE_MODES = ("auto", "off", "default", "max-autotune")
+
+
+def _dest(opt: str) -> str:
+    return opt.lstrip("-").replace("-", "_")
+
+
+@dataclass(frozen=True)
+class _Option:
+    flag: str
+    parse: Callable[[str], Any]
+    metavar: str
+    help: str
+
+    @property
+    def ini(self) -> str:
+        return _dest(self.flag)
+
+
+OPTIONS: tuple[_Option, ...] = (
+    _Option(
+        BACKEND,
+        lambda v: v.strip().lower(),
+        "NAME",
+        "backend that builds and runs engines: auto (best one runnable here), torch, tensorrt, "
+        "tensorrt-rtx, trtexec, trtexec-rtx (TensorRT's own tool times the engines), or one a conftest.py adds "
+        "(hook pytest_vitperf_make_backend). Default: auto.",
+    ),
+    _Option(
+        PRECISIONS_OPT,
+        parse_precisions,
+        "LIST",
+        f"comma-separated precisions to benchmark, from: {', '.join(PRECISIONS)}. Default: all.",
+    ),
+    _Option(
+        BATCH_SIZES,
+        parse_batch_sizes,
+        "LIST",
+        "comma-separated batch sizes. Default: 1,64 on a GPU, 1,8 on a CPU.",
+    ),
+    _Option(
+        MODELS,
+        parse_models,
+        "LIST",
+        "comma-separated models from the zoo. Default: vit_base_patch16_224 on a GPU, vit_tiny_patch16_224 on a CPU.",
+    ),
+    _Option(
+        WARMUP_MS,
+        number(float, 0, "number of ms"),
+        "MS",
+        "warm-up time before sampling. Default: 2000 on a GPU (power-capped clocks take about 2 s "
+        "to settle), 200 on a CPU.",
+    ),
+    _Option(
+        DURATION_MS,
+        number(float, 0, "number of ms"),
+        "MS",
+        "minimum sampling time per benchmark. Default: 3000.",
+    ),
+    _Option(
+        MIN_ITERATIONS,
+        number(int, 1, "whole number"),
+        "N",
+        "minimum number of timed iterations per benchmark. Default: 10.",
+    ),
+    _Option(
+        COMPILE,
+        choice(COMPILE_MODES),
+        "MODE",
+        "torch backend: torch.compile mode (auto, off, default, max-autotune). Default: auto, which compiles every "
+        "precision in the default mode on a GPU (as a deployment runs fused kernels) and runs eagerly on a CPU.",
+    ),
+    _Option(CACHE_DIR, parse_path, "DIR", "directory for engines and compile caches. Default: none (nothing written)."),
+    _Option(
+        FLOORS,
+        parse_path,
+        "FILE",
+        "speedup floors file. Default: floors.json beside the test module.",
+    ),
+    _Option(
+        BASELINE_DIR,
+        parse_path,
+        "DIR",
+        "baselines folder (<backend>/<version>/<gpu>/<model>.json). Default: baselines/ in the rootdir, if any.",
+    ),
+    _Option(
+        HISTORY,
+        parse_path,
+        "DIR",
+        "append this run's medians to a history (<backend>/<version>/<gpu>/<model>.json, one run per entry), for "
+        "`vitperf history DIR` to find steps across nightly runs. Default: none.",
+    ),
+    _Option(
+        REPORT,
+        parse_path,
+        "DIR",
+        "write report.md, figures (speedup with floors, latency distributions, kernel time by kind, accuracy against "
+        "speed) and data.json here at the end of the run; `vitperf report` does the same from a stored "
+        "--benchmark-json. Default: none.",
+    ),
+    _Option(
+        EXPORT,
+        parse_exports,
+        "FORMAT=FILE,...",
+        "write this run's medians for a CI dashboard: github-action-benchmark (customSmallerIsBetter JSON) or bencher "
+        "(Bencher Metric Format). Default: none.",
+    ),
+    _Option(
+        THRESHOLD,
+        parse_threshold,
+        "REL",
+        "latency change beyond which a significant difference from the baseline counts (0.05 or 5%%). "
+        "Per test: @pytest.mark.vitperf_threshold(0.10). Default: 0.05.",
+    ),
+    _Option(
+        MAX_NOISE,
+        parse_threshold,
+        "REL",
+        "after the duration, keep sampling until the median's 95%% confidence half-width is at most this share of "
+        "the median (0.005 or 0.5%%), or until --vitperf-timeout-ms. Default: off (duration and iterations only).",
+    ),
+    _Option(
+        TIMEOUT_MS,
+        number(float, 0, "number of ms"),
+        "MS",
+        "the longest sampling time per benchmark with --vitperf-max-noise. Default: 15000.",
+    ),
+    _Option(
+        ACCURACY_BOUND,
+        parse_task_bound,
+        "BOUNDS",
+        "the accuracy suite's bounds for every precision of this run, over the registry's and the tests' markers: "
+        "max_drop (points of top-1), min_agreement (share of images with FP32's top-1), min_cosine (of the logits); "
+        "e.g. max_drop=2,min_cosine=0.95.",
+    ),
+    _Option(
+        NOISE,
+        parse_threshold,
+        "REL",
+        "coefficient of variation above which a measurement is flagged noisy (0.01 or 1%%). "
+        "Default: 1%%, trtexec's threshold for unstable timing.",
+    ),
+    _Option(
+        ROUNDS,
+        number(int, 0, "whole number"),
+        "N",
+        "the latency suite times a family's engines (a model and batch: FP16 and every precision compared with it) "
+        "in N interleaved rounds, each engine a slice per round in a shuffled order, so every speedup has an interval. "
+        "0: one block per engine (--vitperf-duration-ms), no interval. Default: 20.",
+    ),
+    _Option(
+        SLICE_MS,
+        number(float, 1, "number of ms"),
+        "MS",
+        "the least time of one engine's slice in a round (and at least 5 launches). Default: 200.",
+    ),
+    _Option(
+        ROUND_BUDGET_S,
+        number(float, 0, "number of seconds"),
+        "S",
+        "the longest a family may spend adding rounds (doubling them, twice at most) while a floor's interval "
+        "still straddles the floor. Default: 60.",
+    ),
+    _Option(
+        CONFIDENCE,
+        parse_confidence,
+        "LEVEL",
+        "confidence of the intervals shown (0.95 or 95%%); floors are judged at this level shared among all the "
+        "floors and looks of the run (Bonferroni), so that this is the chance no floor is judged wrongly. "
+        "Default: 0.95.",
+    ),
+    _Option(
+        INCONCLUSIVE,
+        choice(INCONCLUSIVE_OUTCOMES),
+        "OUTCOME",
+        "what a floor verdict that stays inconclusive (its interval straddles the floor once the rounds are spent) "
+        "does to its test: warn (passes, with a warning in the summary), xfail, or fail. Default: warn.",
+    ),
+    _Option(
+        SEED,
+        number(int, 0, "whole number"),
+        "N",
+        "the seed of the rounds' shuffled orders, to repeat a run's orders. Default: drawn per run and recorded.",
+    ),
+    _Option(
+        INJECT_DELAY,
+        parse_delays,
+        "PRECISION=REL,...",
+        "the sensitivity self-test: add a GPU-side delay of REL of the engine's own time after every launch of "
+        "PRECISION's engines (fp8=2%%), to see what the run detects on this machine. Off by default; never with "
+        f"{UPDATE_BASELINES}.",
+    ),
+)
+FLAGS = (
+    (UPDATE_BASELINES, "write or refresh the baselines of what this run measures, and report what changed."),
+    (STRICT, "fail tests whose measurement has no baseline, instead of reporting it."),
+    (
+        KERNELS,
+        "after each measurement, profile it once more and print where the time goes (GEMM, attention, "
+        "quantize, norm, elementwise): why a precision is or is not faster.",
+    ),
+    (
+        COLD,
+        "evict the cache before every sample, outside the timed region (the GPU's L2, or the CPU's last-level "
+        "cache), for deployments that run one request at a time with cold caches. Baselined apart from warm runs.",
+    ),
+    (
+        SHARE_DEVICES,
+        "let more xdist workers run than there are GPUs (or more than one on a CPU): they then share a device and time "
+        "each other's work. Without it, that is a usage error. Worker k uses GPU k mod the number of visible GPUs.",
+    ),
+)
+
+
+def add_options(parser: pytest.Parser) -> None:
+    group = parser.getgroup("vitperf", "ViT precision benchmarks (pytest-vitperf)")
+    group.addoption(
+        GPU_BENCH,
+        action="store_true",
+        default=None,
+        dest=_dest(GPU_BENCH),
+        help="run benchmark tests (marked gpu_bench); without it they are skipped.",
+    )
+    parser.addini(GPU_BENCH_INI, "run benchmark tests, as --gpu-bench (true/false)", default="false")
+    for opt in OPTIONS:
+        group.addoption(opt.flag, dest=opt.ini, type=opt.parse, metavar=opt.metavar, default=None, help=opt.help)
+        parser.addini(opt.ini, f"as {opt.flag}", default="")
+    for flag, text in FLAGS:
+        group.addoption(flag, dest=_dest(flag), action="store_true", default=None, help=text)
+        parser.addini(_dest(flag), f"as {flag} (true/false)", default="false")
+    group.addoption(
+        CUDA_GRAPH,
+        dest=_dest(CUDA_GRAPH),
+        action="store_true",
+        default=None,
+        help="replay CUDA graphs on a GPU (default).",
+    )
+    group.addoption(
+        NO_CUDA_GRAPH,
+        dest=_dest(CUDA_GRAPH),
+        action="store_false",
+        help="launch eagerly instead of replaying CUDA graphs.",
+    )
+    parser.addini(_dest(CUDA_GRAPH), f"as {CUDA_GRAPH} (true/false)", default="true")
+    group.addoption(
+        CLOCKS,
+        dest=_dest(CLOCKS),
+        action="store_true",
+        default=None,
+        help="read the GPU's SM and memory clocks, power and clock-event reasons through NVML after every timed "
+        "chunk (default, where NVML is there).",
+    )
+    group.addoption(NO_CLOCKS, dest=_dest(CLOCKS), action="store_false", help="do not read GPU clocks.")
+    parser.addini(_dest(CLOCKS), f"as {CLOCKS} (true/false)", default="true")
+
+
+_DEFAULTS = Settings()
+
+
+PATH_SETTINGS = ("cache_dir", "floors", "baseline_dir", "history", "export", "report")
+
+
+def _anchored(value: Any, base: Path) -> Any:
+    if isinstance(value, tuple):  # --vitperf-export's FORMAT=FILE pairs
+        return tuple((fmt, _anchored(path, base)) for fmt, path in value)
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else base / path
+
+
+def _resolve(
+    config: pytest.Config,
+    dest: str,
+    parse: Callable[[str], Any],
+    flag: str,
+    default: Any,
+    ini: str = "",
+    is_path: bool = False,
+) -> Any:
+    """The command line's value, else the ini file's, else `default`. A relative path is taken from the folder
+    pytest was started in when given on the command line, from the ini file's folder when given there."""
+    cli = config.getoption(dest, default=None)
+    if cli is not None:
+        return _anchored(cli, config.invocation_params.dir) if is_path else cli
+    ini = ini or dest
+    raw = config.getini(ini)
+    if isinstance(raw, str) and raw.strip():
+        try:
+            value = parse(raw)
+        except argparse.ArgumentTypeError as exc:
+            raise pytest.UsageError(f"ini option {ini} (same as {flag}): {exc}") from None
+        return _anchored(value, config.inipath.parent if config.inipath else config.rootpath) if is_path else value
+    return default
+
+
+def settings_from_config(config: pytest.Config) -> Settings:
+    """The one place where options become values: suites and fixtures read `Settings`, never `getoption`."""
+    values: dict[str, Any] = {}
+    for opt in OPTIONS:
+        attr = opt.ini.removeprefix("vitperf_")
+        default = getattr(_DEFAULTS, attr)
+        values[attr] = _resolve(config, opt.ini, opt.parse, opt.flag, default, is_path=attr in PATH_SETTINGS)
+    values["enabled"] = _resolve(config, _dest(GPU_BENCH), parse_bool, GPU_BENCH, False, ini=GPU_BENCH_INI)
+    values["cuda_graph"] = _resolve(config, _dest(CUDA_GRAPH), parse_bool, CUDA_GRAPH, True)
+    values["clocks"] = _resolve(config, _dest(CLOCKS), parse_bool, CLOCKS, True)
+    for flag, _ in FLAGS:
+        values[_dest(flag).removeprefix("vitperf_")] = _resolve(config, _dest(flag), parse_bool, flag, False)
+
+    _check_names(config, values)
+    if values["inject_delay"] and values["update_baselines"]:
+        raise pytest.UsageError(
+            f"{INJECT_DELAY} makes engines slower on purpose; their times must not become baselines. Drop one of "
+            f"{INJECT_DELAY} and {UPDATE_BASELINES}"
+        )
+    root = Path(str(config.rootpath))
+    if values["baseline_dir"] is None and (root / "baselines").is_dir():
+        values["baseline_dir"] = root / "baselines"
+    return Settings(rootdir=root, **values)
+
+
+def _check_names(config: pytest.Config, values: dict[str, Any]) -> None:
+    """Precision and backend names, checked once conftest.py files have registered theirs."""
+    named = ((PRECISIONS_OPT, values["precisions"] or ()), (INJECT_DELAY, [p for p, _ in values["inject_delay"]]))
+    for flag, precisions in named:
+        bad = [n for n in precisions if n not in PRECISIONS]
+        if bad:
+            raise pytest.UsageError(
+                f"{flag} (ini option {_dest(flag)}): unknown precision {', '.join(map(repr, bad))}; "
+                f"valid: {', '.join(PRECISIONS)}"
+            )
+    names = ["auto", *backend_names(config)]
+    if values["backend"] not in names:
+        raise pytest.UsageError(
+            f"{BACKEND} (ini option {_dest(BACKEND)}): unknown backend {values['backend']!r}; valid: {', '.join(names)}"
+        )

@@ -1,0 +1,105 @@
+"""What a run writes when it ends: baselines (--vitperf-update-baselines), the history, CI exports and the report.
+A write that fails is kept for the summary, which says what was not written, and fails the run: a nightly job must
+not believe it refreshed them."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from pytest_vitperf.session import VitperfSession
+
+
+def finish(session: pytest.Session, vs: VitperfSession) -> None:
+    """pytest_sessionfinish: each process writes the baselines it measured (the store's lock merges them); a worker
+    hands its results to the controller; the controller, holding every worker's, writes the rest."""
+    if vs.settings.update_baselines:
+        write_baselines(vs)
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["vitperf"] = vs.export(session.config.workerinput["workerid"])  # type: ignore[attr-defined]
+        return
+    if vs.settings.history is not None:
+        write_history(vs)
+    write_exports(vs)
+    if vs.settings.report is not None and vs.measurements:
+        write_report(vs)
+    failed_write = bool(vs.history_error or vs.export_errors or vs.lost_workers)
+    failed_write |= any(w.error is not None for w in vs.writes)
+    if failed_write and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def write_baselines(vs: VitperfSession) -> None:
+    """Write or refresh the baselines of what this process measured."""
+    from pytest_vitperf.verdicts.baselines.gate import measured_provenance, to_baseline, write
+
+    if vs.baselines is None:
+        return
+    for key, m in vs.measurements.items():
+        nodeid = vs.measured_by(key)
+        if nodeid is not None:
+            vs.writes.append(write(vs.baselines, to_baseline(m, vs.environment, measured_provenance(m, nodeid))))
+
+
+def write_history(vs: VitperfSession) -> None:
+    """Append the run's medians to --vitperf-history."""
+    from filelock import Timeout
+
+    from pytest_vitperf.verdicts.baselines.history import append
+
+    assert vs.settings.history is not None
+    try:
+        vs.history_written = append(vs.settings.history, vs.measurements.values())
+    except (OSError, ValueError, Timeout) as exc:  # a history file that cannot be read is a ValueError
+        vs.history_error = str(exc)
+
+
+def write_exports(vs: VitperfSession) -> None:
+    """Write --vitperf-export's files."""
+    from pytest_vitperf.core.files import write_atomic
+    from pytest_vitperf.report.exports import FORMATS
+
+    for fmt, path in vs.settings.export:
+        try:
+            write_atomic(path, json.dumps(FORMATS[fmt](vs.measurements.values()), indent=1) + "\n")
+            vs.exported.append(f"{fmt}: {path}")
+        except OSError as exc:
+            vs.export_errors.append(f"{fmt} {path}: {exc.strerror or exc}")
+
+
+def write_report(vs: VitperfSession) -> None:
+    """--vitperf-report: report.md, the figures and data.json."""
+    from pytest_vitperf.report.pictures import write
+
+    out = vs.settings.report
+    assert out is not None
+    floors = {k: v.floor for k, v in vs.verdicts.items() if v.floor is not None}
+    try:
+        vs.exported += [f"report: {p}" for p in write(out, vs.measurements.values(), floors)]
+    except OSError as exc:
+        vs.export_errors.append(f"report {out}: {exc.strerror or exc}")
+
+
+def files_written(tr: Any, session: VitperfSession) -> None:
+    """The history and export files this run wrote, or why not (which fails the run)."""
+    fix = "the run fails: fix that, then run again"
+    if session.history_written or session.history_error:
+        tr.write_sep("-", f"vitperf history ({session.settings.history})")
+        if session.history_error:
+            tr.write_line(f"NOT WRITTEN: {session.history_error}; {fix}")
+        else:
+            n = len(session.history_written)
+            tr.write_line(
+                f"appended this run to {n} file(s); find steps with: vitperf history {session.settings.history}"
+            )
+    if session.exported or session.export_errors:
+        tr.write_sep("-", "vitperf exports")
+        for line in session.exported:
+            tr.write_line(f"wrote {line}")
+        for line in session.export_errors:
+            tr.write_line(f"NOT WRITTEN {line}; {fix}")
+
+

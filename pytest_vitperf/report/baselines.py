@@ -1,0 +1,69 @@
+"""Words for the baseline gate: the outcomes table, the writes, and the message of a test that fails the gate."""
+
+from __future__ import annotations
+
+from pytest_vitperf.core.precision import sort_key
+from pytest_vitperf.report.tables import ms_text, table
+from pytest_vitperf.verdicts.baselines import gate
+
+UPDATE = "--vitperf-update-baselines"
+
+
+def _outcome_row(o: gate.Outcome) -> tuple[str, ...]:
+    k, c = o.key, o.comparison
+    batch = f"{k.batch} (cold)" if k.cold else str(k.batch)
+    if c is None:
+        return (k.model, k.precision, batch, "-", ms_text(o.current_ms), "-", "-", o.kind)
+    change = c.change + ("" if c.p_value is not None else " (threshold only: no raw samples)")
+    if c.change == "improvement":
+        change += "; refresh with --vitperf-update-baselines"
+    p = "-" if c.p_value is None else f"{c.p_value:.2g}"
+    return (k.model, k.precision, batch, f"{ms_text(c.baseline_ms)} ({c.statistic})", ms_text(c.current_ms),
+            f"{c.delta:+.1%}", p, change)  # fmt: skip
+
+
+def write_line(w: gate.Write) -> str:
+    where = f"{w.path} [{w.key.entry}]"
+    if w.error is not None:
+        return f"NOT WRITTEN {where}: {w.error}; the run fails: fix that, then run again with {UPDATE}"
+    if w.old_ms is None:
+        return f"added {where} median {ms_text(w.new_ms)} ms"
+    change = w.new_ms / w.old_ms - 1
+    return f"refreshed {where} {ms_text(w.old_ms)} ms ({w.old_statistic}) -> {ms_text(w.new_ms)} ms ({change:+.1%})"
+
+
+def baseline_summary(outcomes: list[gate.Outcome], writes: list[gate.Write]) -> list[str]:
+    outcomes = sorted(outcomes, key=lambda o: (o.key.model, o.key.batch, sort_key(o.key.precision)))
+    header = ("model", "precision", "batch", "baseline ms", "current ms", "Δ", "p-value", "change")
+    out = table(header, map(_outcome_row, outcomes)) if outcomes else []
+    for o in outcomes:
+        notes = ([o.note] if o.note else []) + [f"environment: {e}" for e in o.env_changes]
+        if notes:
+            out.append(f"note: {o.key.model} {o.key.precision} b{o.key.batch}: {'; '.join(notes)}")
+    if any(o.kind == gate.MISSING for o in outcomes):
+        out.append("record missing baselines with: pytest --gpu-bench <tests> --vitperf-update-baselines")
+    return out + [write_line(w) for w in writes]
+
+
+def failure_message(o: gate.Outcome, nodeid: str) -> str:
+    """Why a test fails the baseline gate, ending with the command that accepts or creates its baseline."""
+    accept = f"pytest --gpu-bench {nodeid!r} --vitperf-update-baselines"
+    if o.failure == gate.UNREADABLE:
+        return f"{o.note}\nFix or remove that file, then measure again with:\n  {accept}"
+    if o.failure == gate.MISSING:
+        return f"{o.note} (--vitperf-strict)\nCreate it with:\n  {accept}"
+    c, k = o.comparison, o.key
+    assert c is not None
+    p = "-" if c.p_value is None else f"{c.p_value:.2g}"
+    rows = [(f"{ms_text(c.baseline_ms)} ms", f"{ms_text(c.current_ms)} ms", f"{c.delta:+.1%}", p, c.change.upper())]
+    lines = [
+        f"latency regression: {k.model} {k.precision} batch {k.batch} on {k.backend} "
+        f"{k.backend_version}, {k.gpu} ({c.statistic}, threshold {c.threshold:.0%}, {c.method})",
+        *("  " + line for line in table(("baseline", "current", "Δ", "p-value", "change"), rows)),
+        f"baseline from {o.baseline_from}",
+    ]
+    if o.note:  # a slowdown the clock explains, failing under --vitperf-strict
+        lines.append(o.note)
+    if o.env_changes:
+        lines.append("environment changed since the baseline: " + "; ".join(o.env_changes))
+    return "\n".join([*lines, "If the change is intended, accept it:", f"  {accept}"])

@@ -1,0 +1,211 @@
+"""A run as a report a person looks at: `--vitperf-report DIR` at the end of a run, or `vitperf report` from a stored
+pytest-benchmark JSON (no GPU needed). Writes report.md, one PNG per figure and data.json.
+
+Figures, per (model, batch), each ratio taken on one GPU:
+- speedup over FP16 per precision, the floor drawn over its bar;
+- latency distribution of the raw samples per precision (box plot);
+- kernel time by kind, FP16 next to each quantized or pruned precision, when the run profiled kernels
+  (--vitperf-kernels);
+- accuracy against speed: the output's distance from FP32 (1 - cosine) against the speedup.
+And, per GPU, the GEMM micro-suite's share of the dense peak per shape and kind (suites/test_gemm.py).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from pytest_vitperf.core.precision import PRECISIONS, REFERENCE, get_precision, sort_key
+from pytest_vitperf.engines.gemms import KINDS as GEMM_KINDS
+from pytest_vitperf.engines.gemms import dense_peak, shape_of, tflops
+from pytest_vitperf.measure.env import slug
+from pytest_vitperf.measure.measurement import Measurement
+from pytest_vitperf.report.tables import gemm_summary, summary
+
+Key = tuple[str, str, int, str]
+KINDS = ("gemm", "attention", "quantize", "norm", "elementwise", "other")
+COLORS = {"gemm": "#1f77b4", "attention": "#ff7f0e", "quantize": "#d62728", "norm": "#2ca02c",
+          "elementwise": "#9467bd", "other": "#7f7f7f"}  # fmt: skip
+
+
+def _families(ms: Iterable[Measurement]) -> dict[tuple[str, int, str, str | None], list[Measurement]]:
+    out: dict[tuple[str, int, str, str | None], list[Measurement]] = defaultdict(list)
+    for m in ms:
+        if shape_of(m.spec.options) is None:  # GEMMs have a figure of their own
+            out[(m.spec.model, m.spec.batch, m.spec.backend, m.spec.gpu_uuid)].append(m)
+    return {k: sorted(v, key=lambda m: sort_key(m.spec.precision)) for k, v in sorted(out.items(), key=str)}
+
+
+def _plt() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _title(family: tuple[str, int, str, str | None], what: str, device: str) -> str:
+    model, batch, backend, _ = family
+    return f"{what}: {model} batch {batch}, {backend} on {device}"
+
+
+def speedup_figure(family: Any, ms: list[Measurement], floors: dict[Key, float], path: Path) -> Path | None:
+    ref = next((m for m in ms if m.spec.precision == REFERENCE), None)
+    others = [m for m in ms if m.spec.precision != REFERENCE]
+    if ref is None or not others:
+        return None
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(7, 3.4), dpi=100)
+    names = [m.spec.precision for m in others]
+    speedups = [ref.median / m.median for m in others]
+    bars = ax.bar(names, speedups, color=["#2ca02c" if s >= 1 else "#d62728" for s in speedups])
+    ax.axhline(1.0, color="black", lw=0.8)
+    drawn = [(i, floors[m.spec.key]) for i, m in enumerate(others) if m.spec.key in floors]
+    for n, (i, floor) in enumerate(drawn):
+        ax.hlines(floor, i - 0.4, i + 0.4, color="black", ls="--", lw=1.5, label="_" if n else "floor")
+    ax.bar_label(bars, [f"{s:.2f}x" for s in speedups], fontsize=8)
+    ax.set_ylabel(f"speedup over {REFERENCE} (median)")
+    ax.set_title(_title(family, "Speedup", ms[0].spec.device), fontsize=9)
+    ax.tick_params(axis="x", labelrotation=30, labelsize=8)
+    if drawn:
+        ax.legend(fontsize=7)
+    return _save(fig, plt, path)
+
+
+def latency_figure(family: Any, ms: list[Measurement], path: Path) -> Path:
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(7, 3.4), dpi=100)
+    ax.boxplot([list(m.samples_ms) for m in ms], showfliers=False)
+    ax.set_xticks(range(1, len(ms) + 1), [m.spec.precision for m in ms])
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter("{x:g}")
+    ax.yaxis.set_minor_formatter("{x:g}")
+    ax.tick_params(axis="y", which="minor", labelsize=7)
+    ax.set_ylabel("latency per sample (ms, log)")
+    ax.set_title(_title(family, "Latency", ms[0].spec.device), fontsize=9)
+    ax.tick_params(axis="x", labelrotation=30, labelsize=8)
+    return _save(fig, plt, path)
+
+
+def _quantized_or_reference(precision: str) -> bool:
+    """FP16 and what a recipe quantizes or prunes, as seed 000's figure shows them: FP32's ten-fold bar and BF16's
+    copy of FP16 would only squeeze them."""
+    if precision == REFERENCE or precision not in PRECISIONS:
+        return True
+    recipe = get_precision(precision).recipe
+    return recipe.config is not None or recipe.sparse24
+
+
+def kernel_figure(family: Any, ms: list[Measurement], path: Path) -> Path | None:
+    profiled = [m for m in ms if m.spec.options.get("kernels") and _quantized_or_reference(m.spec.precision)]
+    if not profiled:
+        return None
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(7, 0.4 * len(profiled) + 1.8), dpi=100)
+    left = [0.0] * len(profiled)
+    for kind in KINDS:
+        widths = [float(m.spec.options["kernels"]["by_category"].get(kind, 0.0)) for m in profiled]
+        ax.barh([m.spec.precision for m in profiled], widths, left=left, color=COLORS[kind], label=kind)
+        left = [a + b for a, b in zip(left, widths, strict=True)]
+    ax.invert_yaxis()
+    ax.set_xlabel("kernel time per inference (ms)")
+    ax.set_title(_title(family, "Kernel time by kind", ms[0].spec.device), fontsize=9)
+    ax.legend(fontsize=7, ncol=len(KINDS), loc="upper center", bbox_to_anchor=(0.5, -0.25), frameon=False)
+    return _save(fig, plt, path)
+
+
+def tradeoff_figure(family: Any, ms: list[Measurement], path: Path) -> Path | None:
+    ref = next((m for m in ms if m.spec.precision == REFERENCE), None)
+    points = [(m.spec.precision, ref.median / m.median, 1 - m.spec.options["output_error"]["cosine"])
+              for m in ms if ref is not None and m.spec.options.get("output_error")]  # fmt: skip
+    if not points:
+        return None
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6, 3.6), dpi=100)
+    for name, x, y in points:
+        ax.scatter(x, max(y, 1e-9), color="#1f77b4")
+        ax.annotate(name, (x, max(y, 1e-9)), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    ax.set_yscale("log")
+    ax.axvline(1.0, color="gray", lw=0.8)
+    ax.set_xlabel(f"speedup over {REFERENCE} (median)")
+    ax.set_ylabel("1 - cosine of the output vs FP32 (log)")
+    ax.set_title(_title(family, "Accuracy against speed", ms[0].spec.device), fontsize=9)
+    return _save(fig, plt, path)
+
+
+def gemm_figure(ms: list[Measurement], path: Path) -> Path | None:
+    """Percent of the GPU's dense peak per GEMM shape, one bar per kind; None without GEMMs of a known GPU."""
+    rows: dict[str, dict[str, float]] = defaultdict(dict)
+    for m in ms:
+        shape, peak = shape_of(m.spec.options), dense_peak(m.spec.device, m.spec.precision)
+        if shape is not None and peak is not None:
+            label = f"{shape.layer + ' ' if shape.layer else ''}{shape.m}x{shape.n}x{shape.k}"
+            rows[label][m.spec.precision] = 100 * tflops(shape, m.median) / peak[0]
+    if not rows:
+        return None
+    plt = _plt()
+    kinds = [k for k in GEMM_KINDS if any(k in r for r in rows.values())]
+    fig, ax = plt.subplots(figsize=(8, 0.5 + 0.22 * len(rows) * len(kinds)))
+    height = 0.8 / len(kinds)
+    for i, kind in enumerate(kinds):
+        ys = [j + i * height for j in range(len(rows))]
+        ax.barh(ys, [r.get(kind, 0.0) for r in rows.values()], height=height, label=kind)
+    ax.set_yticks([j + 0.4 - height / 2 for j in range(len(rows))], list(rows))
+    ax.invert_yaxis()
+    ax.set_xlabel("% of the dense peak (datasheet, boost clock)")
+    ax.set_title(f"GEMMs, {ms[0].spec.device}", fontsize=9)
+    ax.legend(fontsize=7, loc="lower right")
+    return _save(fig, plt, path)
+
+
+def _save(fig: Any, plt: Any, path: Path) -> Path:
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def write(out: Path, measurements: Iterable[Measurement], floors: dict[Key, float] | None = None,
+          source: str = "this run") -> list[Path]:  # fmt: skip
+    """report.md, the figures and data.json under `out`; returns the files written."""
+    ms = list(measurements)
+    floors = floors or {}
+    out.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    sections = []
+    for family, members in _families(ms).items():
+        model, batch, backend, uuid = family
+        stem = slug(f"{model}-b{batch}-{backend}-{(uuid or 'cpu')[:12]}")  # GPU-xxxxxxxx: two GPUs of a run apart
+        figures = [
+            speedup_figure(family, members, floors, out / f"speedup-{stem}.png"),
+            latency_figure(family, members, out / f"latency-{stem}.png"),
+            kernel_figure(family, members, out / f"kernels-{stem}.png"),
+            tradeoff_figure(family, members, out / f"tradeoff-{stem}.png"),
+        ]
+        made = [f for f in figures if f is not None]
+        written += made
+        sections += [f"## {model}, batch {batch} ({backend}, {members[0].spec.device})", ""]
+        sections += [f"![{f.stem}]({f.name})" for f in made] + [""]
+    gemm_text: list[str] = []
+    gemms = [m for m in ms if shape_of(m.spec.options) is not None]
+    for uuid in sorted({m.spec.gpu_uuid or "" for m in gemms}):
+        on_gpu = [m for m in gemms if (m.spec.gpu_uuid or "") == uuid]
+        fig = gemm_figure(on_gpu, out / f"gemm-{slug(on_gpu[0].spec.device)}-{uuid[:12] or 'cpu'}.png")
+        written += [fig] if fig is not None else []
+        gemm_text += ["## GEMMs", "", "```", *gemm_summary(on_gpu), "```", ""]
+        gemm_text += [f"![{fig.stem}]({fig.name})", ""] if fig is not None else []
+    data = {"measurements": [m.to_dict() for m in ms], "floors": [[*k, v] for k, v in floors.items()]}
+    (out / "data.json").write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    when = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    table = summary(ms, {})
+    text = "\n".join(
+        [f"# pytest-vitperf report ({source}, written {when})", "", "```", *table, "```", "", *sections, *gemm_text]
+    )
+    (out / "report.md").write_text(text, encoding="utf-8")
+    return [out / "report.md", *written, out / "data.json"]

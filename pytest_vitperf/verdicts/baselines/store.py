@@ -1,0 +1,218 @@
+"""Baselines on disk, keyed by what changes performance.
+
+Layout: `<root>/<backend>/<backend-version>/<gpu-slug>/<model>.json`, one file per model, readable and
+diff-friendly (sorted keys, one entry per model/precision/batch)::
+
+    {
+      "schema": 1,
+      "backend": "tensorrt", "backend_version": "10.14.1",
+      "gpu": "NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "model": "vit_base_patch16_224",
+      "entries": {
+        "nvfp4/b64": {                                 # "nvfp4/b64/cold" with "cold": true: --vitperf-cold
+          "precision": "nvfp4", "batch": 64, "unit": "ms",
+          "statistic": "mean", "value": 5.14,          # the number compared against
+          "stats": {"mean": 5.14},                     # everything known about the distribution
+          "samples": [...],                            # raw samples, when measured by this suite
+          "environment": {"driver": "...", "torch": "...", "clock_readings": [...], ...},  # NVML, on a GPU
+          "provenance": {"kind": "imported", "source": "seed 001_...txt", "note": "published, no raw samples"}
+        }
+      }
+    }
+
+Writes are atomic (a temp file in the same folder, fsync, rename, fsync of the folder) and serialised by a
+file lock, so two xdist workers updating one file lose neither result, and a kill -9 at any point leaves
+the old file or the new one whole. A file that fails to parse raises BaselineFileError naming it, and is
+never overwritten by an update built on that failed read.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from filelock import FileLock
+
+from pytest_vitperf.core.files import FileError, read_json, write_atomic
+from pytest_vitperf.measure.env import slug
+
+SCHEMA = 1
+_STATISTICS = ("median", "mean")
+
+
+class BaselineFileError(FileError):
+    kind = "baseline file"
+
+
+@dataclass(frozen=True)
+class BaselineKey:
+    backend: str
+    backend_version: str
+    gpu: str  # the device name as reported; its slug names the folder
+    model: str
+    precision: str
+    batch: int
+    cold: bool = False  # measured with the cache evicted before every sample (--vitperf-cold)
+
+    @property
+    def entry(self) -> str:
+        return f"{self.precision}/b{self.batch}" + ("/cold" if self.cold else "")
+
+    def relpath(self) -> Path:
+        return Path(self.backend, self.backend_version, slug(self.gpu), f"{self.model}.json")
+
+
+@dataclass(frozen=True)
+class Baseline:
+    key: BaselineKey
+    statistic: str  # "median" or "mean": which value `value` is
+    value: float  # ms
+    stats: dict[str, float] = field(default_factory=dict)
+    samples: tuple[float, ...] = ()
+    environment: dict[str, Any] = field(default_factory=dict)
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def has_samples(self) -> bool:
+        return len(self.samples) > 1
+
+    def to_entry(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "precision": self.key.precision,
+            "batch": self.key.batch,
+            **({"cold": True} if self.key.cold else {}),
+            "unit": "ms",
+            "statistic": self.statistic,
+            "value": self.value,
+            "stats": self.stats,
+            "environment": self.environment,
+            "provenance": self.provenance,
+        }
+        if self.samples:
+            out["samples"] = list(self.samples)
+        return out
+
+
+def _entry(path: Path, name: str, raw: Any, head: dict[str, Any]) -> Baseline:
+    where = f"entries[{name!r}]"
+    if not isinstance(raw, dict):
+        raise BaselineFileError(path, f"{where} must be an object")
+    for k in ("precision", "batch", "statistic", "value"):
+        if k not in raw:
+            raise BaselineFileError(path, f"{where} lacks {k!r}")
+    if raw["statistic"] not in _STATISTICS:
+        raise BaselineFileError(path, f"{where}.statistic must be one of {', '.join(_STATISTICS)}")
+    value = raw["value"]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise BaselineFileError(path, f"{where}.value must be a positive number of ms, got {value!r}")
+    if raw.get("unit", "ms") != "ms":
+        raise BaselineFileError(path, f"{where}.unit must be 'ms'")
+    samples = raw.get("samples", [])
+    if not isinstance(samples, list) or not all(
+        isinstance(s, (int, float)) and not isinstance(s, bool) and s >= 0 for s in samples
+    ):
+        raise BaselineFileError(path, f"{where}.samples must be a list of non-negative numbers")
+    batch = raw["batch"]
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise BaselineFileError(path, f"{where}.batch must be a positive integer")
+    cold = raw.get("cold", False)
+    if not isinstance(cold, bool):
+        raise BaselineFileError(path, f"{where}.cold must be true or false")
+    key = BaselineKey(
+        head["backend"], head["backend_version"], head["gpu"], head["model"], raw["precision"], batch, cold
+    )
+    if key.entry != name:
+        raise BaselineFileError(path, f"{where} holds {key.entry!r}; the entry name must match")
+    return Baseline(
+        key=key,
+        statistic=raw["statistic"],
+        value=float(value),
+        stats={k: float(v) for k, v in dict(raw.get("stats", {})).items()},
+        samples=tuple(float(s) for s in samples),
+        environment=dict(raw.get("environment", {})),
+        provenance=dict(raw.get("provenance", {})),
+    )
+
+
+def read_file(path: Path) -> dict[str, Baseline]:
+    """Entries of one baseline file by entry name; BaselineFileError for anything malformed."""
+    data = read_json(path, BaselineFileError)
+    if not isinstance(data, dict):
+        raise BaselineFileError(path, "top level must be an object")
+    if data.get("schema") != SCHEMA:
+        raise BaselineFileError(path, f"schema is {data.get('schema')!r}, this version reads schema {SCHEMA}")
+    for k in ("backend", "backend_version", "gpu", "model"):
+        if not isinstance(data.get(k), str):
+            raise BaselineFileError(path, f"{k!r} must be a string")
+    entries = data.get("entries")
+    if not isinstance(entries, dict):
+        raise BaselineFileError(path, "'entries' must be an object")
+    return {name: _entry(path, name, raw, data) for name, raw in entries.items()}
+
+
+class BaselineStorage(Protocol):
+    def get(self, key: BaselineKey) -> Baseline | None: ...
+
+    def put(self, baselines: list[Baseline]) -> None: ...
+
+    def all(self) -> Iterator[Baseline]: ...
+
+
+class JsonDirStorage:
+    """Baselines as JSON files under `root`, in the layout described in this module."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self._cache: dict[Path, dict[str, Baseline]] = {}
+
+    def path(self, key: BaselineKey) -> Path:
+        return self.root / key.relpath()
+
+    def _read(self, path: Path) -> dict[str, Baseline]:
+        if path not in self._cache:
+            self._cache[path] = read_file(path) if path.exists() else {}
+        return self._cache[path]
+
+    def get(self, key: BaselineKey) -> Baseline | None:
+        return self._read(self.path(key)).get(key.entry)
+
+    def others(self, key: BaselineKey) -> list[BaselineKey]:
+        """Baselines for the same backend, version, model, precision and batch on other GPUs."""
+        base = self.root / key.backend / key.backend_version
+        out = []
+        for f in sorted(base.glob(f"*/{key.model}.json")) if base.is_dir() else []:
+            if f.parent.name == slug(key.gpu):
+                continue
+            b = read_file(f).get(key.entry)
+            if b is not None:
+                out.append(b.key)
+        return out
+
+    def put(self, baselines: list[Baseline]) -> None:
+        """Write or refresh entries, merging with what is on disk under a lock."""
+        by_path: dict[Path, list[Baseline]] = {}
+        for b in baselines:
+            by_path.setdefault(self.path(b.key), []).append(b)
+        for path, items in by_path.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with FileLock(str(path.parent / f".{path.name}.lock"), timeout=60):
+                current = read_file(path) if path.exists() else {}  # raises: never overwrite what failed to read
+                for b in items:
+                    current[b.key.entry] = b
+                k = items[0].key
+                doc = {
+                    "schema": SCHEMA,
+                    "backend": k.backend,
+                    "backend_version": k.backend_version,
+                    "gpu": k.gpu,
+                    "model": k.model,
+                    "entries": {name: current[name].to_entry() for name in sorted(current)},
+                }
+                write_atomic(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
+            self._cache.pop(path, None)
+
+    def all(self) -> Iterator[Baseline]:
+        for f in sorted(self.root.glob("*/*/*/*.json")):
+            yield from read_file(f).values()

@@ -1,0 +1,273 @@
+"""Speedup floors: the least speedup over FP16 a precision must reach, per GPU and backend version, and the verdict
+that judges a measured speedup against one.
+
+File format (JSON, schema 1)::
+
+    {
+      "schema": 1,
+      "floors": [
+        {"gpu": "NVIDIA H100 80GB HBM3", "backend": "torch", "version": "2.11.*",
+         "model": "vit_base_patch16_224", "batch": 64, "precision": "fp8",
+         "min_speedup": 1.09, "judged_in": "cycles",
+         "source": "3 processes on 2 H100s: 1.117x-1.125x in cycles",
+         "provenance": {"command": "...", "date": "2026-11-25", "commit": "...", "interval": [1.113, 1.129],
+                        "margin": 0.025}}
+      ]
+    }
+
+`gpu`, `version` and `model` are shell-style globs (case-insensitive for `gpu`); `batch` may be
+omitted or "*" for any batch. `gpu`, `backend`, `precision` and `min_speedup` are required. `judged_in` is
+"time" (the default) or "cycles" (time x SM clock, where the clock is read): on a power-capped GPU the clock follows
+the work, and a ratio in cycles moves less from board to board. `provenance` is free-form: where the floor came
+from (`vitperf floors suggest` writes it). When several entries match, the most specific (fewest wildcards) wins;
+two equally specific entries for the same key are an error in the file. Floors are judged against FP16 measured in
+the same run, so a faster FP16 on a new backend version lowers every speedup: keep floors per version.
+
+A verdict judges the speedup's interval, not its point: pass when the interval clears the floor, FAIL when it lies
+below, inconclusive when it straddles the floor after every round the budget allowed (verdicts/stats.py).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Any
+
+from pytest_vitperf.core.files import FileError, read_json
+from pytest_vitperf.core.precision import PRECISIONS, REFERENCE
+from pytest_vitperf.measure.measurement import Measurement
+from pytest_vitperf.verdicts.stats import (
+    CONFIDENCE,
+    FAIL,
+    INCONCLUSIVE,
+    PASS,
+    UNKNOWN,
+    Interval,
+    against_floor,
+    ratio_interval,
+)
+
+SCHEMA = 1
+FLOORS_FILE = "floors.json"
+TIME, CYCLES = "time", "cycles"
+NO_FLOOR = "no floor"
+_REQUIRED = ("gpu", "backend", "precision", "min_speedup")
+_FIELDS = (*_REQUIRED, "version", "model", "batch", "source", "judged_in", "provenance")
+
+
+class FloorsFileError(FileError):
+    kind = "floors file"
+
+
+@dataclass(frozen=True)
+class Floor:
+    gpu: str
+    backend: str
+    precision: str
+    min_speedup: float
+    version: str = "*"
+    model: str = "*"
+    batch: int | str = "*"
+    source: str = ""
+    judged_in: str = TIME
+    provenance: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def matches(self, *, gpu: str, backend: str, version: str, model: str, batch: int, precision: str) -> bool:
+        return (
+            fnmatchcase(gpu.lower(), self.gpu.lower())
+            and backend == self.backend
+            and fnmatchcase(version, self.version)
+            and fnmatchcase(model, self.model)
+            and (self.batch == "*" or self.batch == batch)
+            and precision == self.precision
+        )
+
+    @property
+    def specificity(self) -> int:
+        fields = (self.gpu, self.version, self.model, str(self.batch))
+        return sum(not any(c in f for c in "*?[") for f in fields)
+
+
+def speedup_interval(
+    reference: Measurement, candidate: Measurement, confidence: float = CONFIDENCE, unit: str = TIME
+) -> Interval | None:
+    """The speedup reference/candidate with its interval over the rounds they shared (time, or time x SM clock in
+    `unit` CYCLES); None unless both were measured in the same interleaved run, round by round."""
+    run = reference.run
+    if run is None or run != candidate.run or len(reference.rounds) != len(candidate.rounds):
+        return None
+    if unit == CYCLES:
+        pairs = zip(reference.round_cycles(), candidate.round_cycles(), strict=True)
+    else:
+        pairs = zip(reference.round_medians(), candidate.round_medians(), strict=True)
+    kept = [(a, b) for a, b in pairs if a is not None and b is not None]
+    return ratio_interval([a for a, _ in kept], [b for _, b in kept], confidence)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A speedup judged against a floor; `floor` None means no floor applies (recorded, never failed).
+
+    `confidence` is the level the floor is judged at: the run's confidence shared among all the floors it judges
+    (stats.family_wise), so that it is the chance that none of them is judged wrongly. The intervals shown next to
+    the speedup are at the run's own confidence (`shown`)."""
+
+    reference: Measurement
+    candidate: Measurement
+    floor: float | None
+    source: str = ""
+    judged_in: str = TIME
+    confidence: float = CONFIDENCE
+    shown: float = CONFIDENCE
+
+    @property
+    def speedup(self) -> float:
+        return self.reference.median / self.candidate.median
+
+    def interval(self, unit: str = TIME, confidence: float | None = None) -> Interval | None:
+        return speedup_interval(self.reference, self.candidate, confidence or self.shown, unit)
+
+    @property
+    def judged(self) -> Interval | None:
+        """The interval the floor is judged on: in the floor's unit, at the verdict's confidence."""
+        return self.interval(self.judged_in, self.confidence)
+
+    @property
+    def outcome(self) -> str:
+        """NO_FLOOR, PASS, FAIL or INCONCLUSIVE (the interval straddles the floor once the rounds are spent). A
+        speedup without an interval (engines timed one after the other) is judged by its medians."""
+        if self.floor is None:
+            return NO_FLOOR
+        interval = self.judged
+        if interval is None:
+            point = self.speedup if self.judged_in == TIME else self._cycle_point()
+            return PASS if point >= self.floor else FAIL
+        found = against_floor(interval, self.floor)
+        return INCONCLUSIVE if found == UNKNOWN else found
+
+    def _cycle_point(self) -> float:
+        r, c = self.reference.sm_mhz, self.candidate.sm_mhz
+        return self.speedup * (r / c) if r and c else self.speedup
+
+    @property
+    def passed(self) -> bool:
+        """Not FAIL. What an inconclusive verdict does to its test is the run's choice (--vitperf-inconclusive)."""
+        return self.outcome != FAIL
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "reference": self.reference.to_dict(),
+            "candidate": self.candidate.to_dict(),
+            "floor": self.floor,
+            "source": self.source,
+            "judged_in": self.judged_in,
+            "confidence": self.confidence,
+            "shown": self.shown,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Verdict:
+        ref, cand = Measurement.from_dict(d["reference"]), Measurement.from_dict(d["candidate"])
+        return cls(
+            ref,
+            cand,
+            d["floor"],
+            d.get("source", ""),
+            d.get("judged_in", TIME),
+            d.get("confidence", CONFIDENCE),
+            d.get("shown", CONFIDENCE),
+        )
+
+
+def _parse_entry(path: Path, i: int, raw: Any) -> Floor:
+    where = f"floors[{i}]"
+    if not isinstance(raw, dict):
+        raise FloorsFileError(path, f"{where} is a {type(raw).__name__}, expected an object")
+    missing = [k for k in _REQUIRED if k not in raw]
+    if missing:
+        raise FloorsFileError(path, f"{where} lacks {', '.join(missing)}")
+    unknown = sorted(set(raw) - set(_FIELDS))
+    if unknown:
+        raise FloorsFileError(path, f"{where} has unknown field(s) {', '.join(unknown)}; valid: {', '.join(_FIELDS)}")
+    for key in ("gpu", "backend", "precision", "version", "model", "source"):
+        if key in raw and not isinstance(raw[key], str):
+            raise FloorsFileError(path, f"{where}.{key} must be a string")
+    if raw["precision"] not in PRECISIONS or raw["precision"] == REFERENCE:
+        valid = ", ".join(p for p in PRECISIONS if p != REFERENCE)
+        raise FloorsFileError(path, f"{where}.precision {raw['precision']!r} is not one of: {valid}")
+    speed = raw["min_speedup"]
+    if isinstance(speed, bool) or not isinstance(speed, (int, float)) or not speed > 0:
+        raise FloorsFileError(path, f"{where}.min_speedup must be a number > 0, got {speed!r}")
+    batch = raw.get("batch", "*")
+    if batch != "*" and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
+        raise FloorsFileError(path, f'{where}.batch must be a positive integer or "*", got {batch!r}')
+    if raw.get("judged_in", TIME) not in (TIME, CYCLES):
+        raise FloorsFileError(path, f"{where}.judged_in must be {TIME!r} or {CYCLES!r}, got {raw['judged_in']!r}")
+    if not isinstance(raw.get("provenance", {}), dict):
+        raise FloorsFileError(path, f"{where}.provenance must be an object (command, date, commit, interval, margin)")
+    return Floor(**{**raw, "min_speedup": float(speed), "batch": batch})
+
+
+@dataclass(frozen=True)
+class FloorsFile:
+    path: Path
+    floors: tuple[Floor, ...]
+
+    @classmethod
+    def load(cls, path: Path) -> FloorsFile:
+        data = read_json(path, FloorsFileError)
+        if not isinstance(data, dict):
+            raise FloorsFileError(path, "top level must be an object with 'schema' and 'floors'")
+        if data.get("schema") != SCHEMA:
+            raise FloorsFileError(path, f"schema is {data.get('schema')!r}, this version reads schema {SCHEMA}")
+        entries = data.get("floors")
+        if not isinstance(entries, list):
+            raise FloorsFileError(path, "'floors' must be a list")
+        floors = tuple(_parse_entry(path, i, e) for i, e in enumerate(entries))
+        seen: dict[tuple[Any, ...], int] = {}
+        for i, f in enumerate(floors):
+            key = (f.gpu.lower(), f.backend, f.version, f.model, f.batch, f.precision)
+            if key in seen:
+                raise FloorsFileError(path, f"floors[{i}] repeats floors[{seen[key]}] for the same key")
+            seen[key] = i
+        return cls(path, floors)
+
+    def find(self, *, gpu: str, backend: str, version: str, model: str, batch: int, precision: str) -> Floor | None:
+        hits = [
+            f
+            for f in self.floors
+            if f.matches(gpu=gpu, backend=backend, version=version, model=model, batch=batch, precision=precision)
+        ]
+        return max(hits, key=lambda f: f.specificity) if hits else None
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    """A floor that the intervals of several runs support: `floor` None when no floor tells a `regression` of the
+    candidate from the spread those runs show (`why` says so)."""
+
+    floor: float | None
+    lowest: float  # the lowest lower bound among the runs
+    highest: float  # the highest upper bound among the runs
+    regression: float  # the slowdown of the candidate the floor must catch: 0.05 for 5%
+    why: str = ""
+
+
+def suggest(intervals: list[Interval], regression: float = 0.05) -> Suggestion:
+    """A floor between what the runs showed and what a `regression` would show: every run's interval lies above it
+    (no run would have failed), and a run slowed by `regression` would have its whole interval below it, were its
+    interval as high as the highest seen. It sits midway (in log space) between the lowest lower bound and the highest
+    upper bound divided by 1 + regression; if those cross, the runs' spread hides such a regression and no floor
+    is suggested."""
+    lowest = min(i.low for i in intervals)
+    highest = max(i.high for i in intervals)
+    caught = highest / (1 + regression)  # the top of a regressed run's interval
+    if caught >= lowest:
+        why = (
+            f"the runs' intervals reach down to {lowest:.3f}x, and a {regression:.0%} slower candidate could still "
+            f"read up to {caught:.3f}x: a floor cannot tell them apart. Add rounds (--vitperf-rounds) or runs"
+        )
+        return Suggestion(None, lowest, highest, regression, why)
+    return Suggestion(math.sqrt(lowest * caught), lowest, highest, regression)

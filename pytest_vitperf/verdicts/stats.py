@@ -1,0 +1,131 @@
+"""The statistics every verdict shares: intervals of a ratio, three-outcome decisions, control of many decisions at
+once, and the smallest change a design can see. Written once; floors, stored baselines and A/B runs all judge with
+it. scipy.stats does the arithmetic; this module decides what is an observation.
+
+An observation is one independent unit: a round of an interleaved family (every engine timed once in a shuffled
+order), a fresh process, a pair of A/B runs. The thousands of samples inside one slice are not independent of one
+another (clocks, heat and caches carry over from one launch to the next), so a slice gives one number, its median,
+and only the spread between observations enters an interval (docs/statistics.md).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+CONFIDENCE = 0.95
+T_ON_LOG_RATIOS = "t on log ratios"
+
+PASS, FAIL, UNKNOWN, INCONCLUSIVE = "pass", "FAIL", "unknown", "inconclusive"
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A ratio with its confidence interval: `estimate` is the geometric mean of the observations' ratios, [low, high]
+    the two-sided interval at `confidence`, `p_value` the two-sided test of a ratio of 1 (for false-discovery control),
+    `sd_log` the standard deviation of the observations' log ratios (what the smallest detectable change is made of)."""
+
+    estimate: float
+    low: float
+    high: float
+    confidence: float
+    n: int
+    sd_log: float
+    p_value: float
+    method: str = T_ON_LOG_RATIOS
+
+    def contains(self, value: float) -> bool:
+        return self.low <= value <= self.high
+
+    @property
+    def half_width(self) -> float:
+        """Half the interval's width relative to the estimate: 0.002 is ±0.2%."""
+        return (self.high - self.low) / 2 / self.estimate
+
+    def text(self) -> str:
+        """'1.24x [1.22, 1.26]'."""
+        digits = 3 if self.half_width < 0.005 else 2
+        return f"{self.estimate:.{digits}f}x [{self.low:.{digits}f}, {self.high:.{digits}f}]"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Interval:
+        return cls(**d)
+
+
+def log_ratio_interval(log_ratios: Sequence[float], confidence: float = CONFIDENCE) -> Interval | None:
+    """The interval of exp(mean log ratio): Student's t on the observations' log ratios (scipy.stats.ttest_1samp),
+    mapped back by exp. Log ratios, because a speedup is a ratio: its logarithm is symmetric (1.25x and 0.8x lie as
+    far from 1) and the mean of logs is the geometric mean. None below 3 observations: two points give an interval,
+    but not one anybody should gate on."""
+    xs = [x for x in log_ratios if math.isfinite(x)]
+    n = len(xs)
+    if n < 3:
+        return None
+    from scipy.stats import ttest_1samp
+
+    mean = math.fsum(xs) / n
+    sd = math.sqrt(math.fsum((x - mean) ** 2 for x in xs) / (n - 1))
+    if sd == 0.0:  # identical observations: scipy warns and answers NaN; the interval is the point
+        r = math.exp(mean)
+        return Interval(r, r, r, confidence, n, 0.0, 1.0 if mean == 0 else 0.0)
+    with warnings.catch_warnings():  # nearly equal observations: scipy warns of precision loss, the interval stands
+        warnings.simplefilter("ignore", RuntimeWarning)
+        result = ttest_1samp(xs, 0.0)
+        ci = result.confidence_interval(confidence)
+    return Interval(
+        math.exp(mean), math.exp(float(ci.low)), math.exp(float(ci.high)), confidence, n, sd, float(result.pvalue)
+    )
+
+
+def ratio_interval(
+    numerators: Sequence[float], denominators: Sequence[float], confidence: float = CONFIDENCE
+) -> Interval | None:
+    """The paired ratio numerator/denominator over observations taken together (the i-th of each in the same round),
+    e.g. a speedup: reference time over candidate time. Pairs with a missing or non-positive side are left out."""
+    logs = [math.log(a / b) for a, b in zip(numerators, denominators, strict=True) if a > 0 and b > 0]
+    return log_ratio_interval(logs, confidence)
+
+
+def against_floor(interval: Interval, floor: float) -> str:
+    """PASS when the whole interval clears the floor, FAIL when the whole interval is below it, else UNKNOWN: the
+    data cannot tell yet, and more rounds may."""
+    if interval.low >= floor:
+        return PASS
+    if interval.high < floor:
+        return FAIL
+    return UNKNOWN
+
+
+def family_wise(confidence: float, decisions: int) -> float:
+    """The confidence each of `decisions` intervals needs so that, with probability `confidence`, none of them is
+    wrong (Bonferroni: it assumes nothing about how the decisions depend on one another)."""
+    return 1.0 - (1.0 - confidence) / max(1, decisions)
+
+
+def false_discoveries(p_values: Sequence[float], rate: float = 1.0 - CONFIDENCE) -> list[bool]:
+    """Which of many tests stay significant once the expected share of false discoveries among them is held at
+    `rate` (Benjamini-Hochberg, through scipy.stats.false_discovery_control)."""
+    if not p_values:
+        return []
+    from scipy.stats import false_discovery_control
+
+    adjusted = false_discovery_control(list(p_values), method="bh")
+    return [bool(q <= rate) for q in adjusted]
+
+
+def detectable_change(sd_log: float, n: int, confidence: float = CONFIDENCE, power: float = 0.8) -> float:
+    """The smallest relative change that n paired observations with this spread detect with probability `power` by a
+    two-sided test at `confidence`: (t_{1-a/2} + t_{power}) sd / sqrt(n), as a ratio minus 1. inf below 3."""
+    if n < 3:
+        return math.inf
+    from scipy.stats import t
+
+    df = n - 1
+    shift = (float(t.ppf(1 - (1 - confidence) / 2, df)) + float(t.ppf(power, df))) * sd_log / math.sqrt(n)
+    return math.expm1(shift)

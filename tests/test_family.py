@@ -1,0 +1,127 @@
+"""The latency suite's families end to end on the CPU through pytester: one interleaved run per family, a known
+injected delay seen, the three outcomes of a floor, the fall-back to one block per engine, and the options'
+usage errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FAST
+
+# A second, separately built BF16 engine judged against BF16 itself: an A/A pair on the CPU.
+AGAIN = """
+from dataclasses import replace
+
+from pytest_vitperf.core.precision import ALL_BACKENDS, get_precision, register
+
+bf16 = get_precision("bf16")
+register(replace(bf16.variant("bf16-again", "BF16, built again", bf16.recipe, backends=ALL_BACKENDS), reference="bf16"))
+"""
+
+
+def floors(path: Path, precision: str, min_speedup: float) -> None:
+    entry = {"gpu": "*", "backend": "torch", "precision": precision, "min_speedup": min_speedup, "judged_in": "time"}
+    path.write_text(json.dumps({"schema": 1, "floors": [entry]}))
+
+
+@pytest.fixture
+def aa(suite: pytest.Pytester) -> pytest.Pytester:
+    suite.makeconftest(AGAIN)
+    return suite
+
+
+def test_one_run_measures_the_whole_family_in_rounds(suite: pytest.Pytester) -> None:
+    out = suite.path / "bench.json"
+    args = ("--vitperf-precisions=fp32,fp16,bf16", "--vitperf-seed=5", f"--benchmark-json={out}")
+    result = suite.runpytest(*FAST, *args)
+    result.assert_outcomes(passed=3)
+    spec_options = [b["options"] for b in json.loads(out.read_text())["benchmarks"]]
+    runs = {o["rounds"]["run"] for o in spec_options}
+    assert len(runs) == 1  # the three tests share one family run: its rounds pair
+    assert all(o["rounds"]["seed"] == 5 and o["rounds"]["done"] == 3 for o in spec_options)
+    assert all("duration_ms" not in o for o in spec_options)  # block sampling's settings do not describe rounds
+
+
+def test_an_injected_delay_is_seen_and_said_loudly(aa: pytest.Pytester) -> None:
+    floors(aa.path / "floors.json", "bf16-again", 0.95)
+    result = aa.runpytest(*FAST, "--vitperf-precisions=bf16,bf16-again", "--vitperf-inject-delay=bf16-again=30%")
+    result.assert_outcomes(passed=1, failed=1)  # bf16 passes; its slowed copy fails its floor
+    result.stdout.fnmatch_lines(
+        [
+            "vitperf: !!! SENSITIVITY SELF-TEST: every bf16-again engine runs 30.0% of its own time slower on purpose*",
+            "*bf16-again is 0.7*x faster than bf16, below the floor 0.95x (time, 0.7*x [[]*] at 98.33%)*",
+            "*= vitperf summary =*",
+            "!!! SENSITIVITY SELF-TEST*",
+            "vit_tiny_patch16_224 * bf16-again * 0.7*x [[]*, *] vs bf16 * FAIL (floor 0.95x)*",
+        ]
+    )
+
+
+@pytest.mark.parametrize(("outcome", "counts"), [("warn", {"passed": 2}), ("xfail", {"passed": 1, "xfailed": 1}),
+                                                  ("fail", {"passed": 1, "failed": 1})])  # fmt: skip
+def test_an_interval_that_straddles_its_floor_is_inconclusive(
+    aa: pytest.Pytester, outcome: str, counts: dict[str, int]
+) -> None:
+    """An A/A pair against a floor of 1.0 at a confidence so high that no three rounds can settle it, and no budget
+    for more: the verdict is inconclusive, and --vitperf-inconclusive says what that does to the test."""
+    floors(aa.path / "floors.json", "bf16-again", 1.0)
+    args = ("--vitperf-precisions=bf16,bf16-again", "--vitperf-confidence=0.999999", "--vitperf-round-budget-s=0")
+    result = aa.runpytest(*FAST, *args, f"--vitperf-inconclusive={outcome}", "-rx")
+    result.assert_outcomes(**counts)
+    result.stdout.fnmatch_lines(["vit_tiny_patch16_224 * bf16-again * inconclusive (floor 1.00x)*"])
+    if outcome != "xfail":
+        result.stdout.fnmatch_lines(["*bf16-again is *x faster than bf16, not told apart from the floor 1.00x*"])
+
+
+def test_engines_that_do_not_fit_together_are_timed_one_block_each(suite: pytest.Pytester) -> None:
+    """A backend that runs out of memory the first time it prepares bf16 (while fp16 is held): the family releases
+    what it built and times each engine alone, and the summary marks those rows."""
+    suite.makeconftest(
+        """
+        from pytest_vitperf.core.errors import OutOfMemory
+        from pytest_vitperf.engines.backends.torch import TorchBackend
+
+        class Tight(TorchBackend):
+            name = "tight"
+            failed = False
+
+            def precision_reason(self, precision):
+                return None
+
+            def prepare(self, model, **kw):
+                if kw["precision"] == "bf16" and not Tight.failed:
+                    Tight.failed = True
+                    raise OutOfMemory("out of GPU memory preparing bf16 batch 1 (a test)")
+                return super().prepare(model, **kw)
+
+        def pytest_vitperf_backend_names(config):
+            return ["tight"]
+
+        def pytest_vitperf_make_backend(config, name):
+            return Tight() if name == "tight" else None
+        """
+    )
+    result = suite.runpytest(*FAST, "--vitperf-precisions=fp16,bf16", "--vitperf-backend=tight")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        ["vit_tiny_patch16_224 * fp16 * tight * reference; sequential", "vit_tiny_patch16_224 * bf16 * *x * sequential"]
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--vitperf-inject-delay=fp8=2%", "--vitperf-update-baselines"], "*must not become baselines*"),
+        (["--vitperf-inject-delay=fp6=2%"], "*--vitperf-inject-delay (ini option vitperf_inject_delay): unknown*"),
+        (["--vitperf-inject-delay=fp8=200%"], "*'fp8=200%' is not PRECISION=REL with REL between 0 and 1*"),
+        (["--vitperf-confidence=1.5"], "*'1.5' is not a confidence level such as 0.95 or 95%*"),
+        (["--vitperf-inconclusive=maybe"], "*'maybe' is not one of: warn, xfail, fail*"),
+    ],
+)
+def test_bad_round_options_are_usage_errors(suite: pytest.Pytester, args: list[str], message: str) -> None:
+    result = suite.runpytest("--gpu-bench", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])

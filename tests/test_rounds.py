@@ -1,0 +1,130 @@
+"""Interleaved rounds (measure/rounds.py) and what a Measurement makes of them: the scheduler on real callables that
+record when they ran, per-round statistics from stored samples and readings, and the pairing of two measurements
+into a speedup with an interval (verdicts/floors.py)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pytest_vitperf.measure.clocks import ClockReading
+from pytest_vitperf.measure.measurement import Measurement, Spec
+from pytest_vitperf.measure.rounds import Slices, interleave, order, warm_up
+from pytest_vitperf.verdicts.floors import CYCLES, Verdict, speedup_interval
+from pytest_vitperf.verdicts.stats import FAIL, INCONCLUSIVE, PASS
+
+
+@given(st.lists(st.text(min_size=1, max_size=5), min_size=1, max_size=8, unique=True), st.integers(0, 2**31))
+def test_each_round_is_a_permutation_fixed_by_seed_and_round(names: list[str], seed: int) -> None:
+    for r in range(5):
+        got = order(names, seed, r)
+        assert sorted(got) == sorted(names)
+        assert got == order(list(reversed(names)), seed, r)  # the order given does not matter
+
+
+def test_orders_vary_between_rounds_and_seeds() -> None:
+    names = ["fp16", "bf16", "fp8", "int8", "fp32"]
+    assert len({tuple(order(names, 1, r)) for r in range(20)}) > 10
+    assert [order(names, 1, r) for r in range(5)] != [order(names, 2, r) for r in range(5)]
+
+
+def test_every_engine_gets_one_slice_per_round_in_that_rounds_order() -> None:
+    log: list[str] = []
+
+    def taker(name: str, ms: float) -> Callable[[], tuple[list[float], list[ClockReading], int]]:
+        def take() -> tuple[list[float], list[ClockReading], int]:
+            log.append(name)
+            return [ms, ms], [], 0
+
+        return take
+
+    slices: dict[str, Slices] = {}
+    takes = {"a": taker("a", 1.0), "b": taker("b", 2.0), "c": taker("c", 3.0)}
+    used = interleave(takes, range(4), seed=3, into=slices)
+    assert log == list(itertools.chain.from_iterable(used))
+    assert used == [order(["a", "b", "c"], 3, r) for r in range(4)]
+    assert {n: s.counts for n, s in slices.items()} == {"a": [2] * 4, "b": [2] * 4, "c": [2] * 4}
+    more = interleave(takes, range(4, 6), seed=3, into=slices)  # added rounds keep the earlier ones
+    assert more == [order(["a", "b", "c"], 3, r) for r in (4, 5)] and len(slices["a"].counts) == 6
+
+
+def test_the_warm_up_runs_every_engine_at_least_once_and_for_the_time_asked() -> None:
+    ran: list[str] = []
+    clock = itertools.count()
+    warm_up({"x": lambda: ran.append("x"), "y": lambda: ran.append("y")}, ms=0.0, now=lambda: next(clock) / 1e3)
+    assert sorted(ran) == ["x", "y"]
+    ran.clear()
+    warm_up({"x": lambda: ran.append("x"), "y": lambda: ran.append("y")}, ms=10.0, now=lambda: next(clock) / 1e3)
+    assert len(ran) >= 10 and ran[:4] == ["x", "y", "x", "y"]
+
+
+SPEC = Spec("vit_base_patch16_224", "fp16", 64, "torch", "2.11.0", "NVIDIA H100 80GB HBM3", sm=90, timer="cuda-event")
+
+
+def measured(precision: str, rounds: list[list[float]], mhz: list[int] | None = None, run: str = "r1") -> Measurement:
+    samples = [x for r in rounds for x in r]
+    clocks = tuple(ClockReading(len(r), m, 2619, 700.0, 4) for r, m in zip(rounds, mhz, strict=True)) if mhz else ()
+    spec = Spec(**{**SPEC.__dict__, "precision": precision, "options": {"rounds": {"run": run}}})
+    return Measurement(spec, tuple(samples), clocks, tuple(len(r) for r in rounds))
+
+
+def test_round_medians_and_cycles_come_from_each_rounds_own_samples_and_readings() -> None:
+    m = measured("fp16", [[6.5, 6.6, 6.4], [6.7], [], [6.5, 6.5]], mhz=[1650, 1700, 1800, 1600])
+    assert m.round_medians() == [6.5, 6.7, None, 6.5]
+    assert m.round_cycles() == [6.5 * 1650, 6.7 * 1700, None, 6.5 * 1600]
+    again = Measurement.from_dict(m.to_dict())
+    assert again.rounds == m.rounds and again.run == "r1" and again.round_medians() == m.round_medians()
+
+
+def test_rounds_that_do_not_add_up_are_refused() -> None:
+    with pytest.raises(ValueError, match="rounds hold 2 samples, not 3"):
+        Measurement(SPEC, (1.0, 2.0, 3.0), (), (1, 1))
+
+
+def test_a_speedup_pairs_round_by_round_within_one_run_only() -> None:
+    ref = measured("fp16", [[6.5, 6.6], [6.55, 6.5], [6.6, 6.62], [6.52, 6.5]])
+    fast = measured("fp8", [[5.2, 5.3], [5.25, 5.2], [5.3, 5.31], [5.2, 5.22]])
+    got = speedup_interval(ref, fast)
+    assert got is not None and got.n == 4 and got.low < 6.55 / 5.25 < got.high
+    other_run = measured("fp8", [[5.2], [5.2], [5.3], [5.2]], run="r2")
+    assert speedup_interval(ref, other_run) is None
+    block = Measurement(SPEC, (5.2, 5.3))
+    assert speedup_interval(ref, block) is None
+
+
+def test_cycles_take_the_clock_out_of_a_speedup() -> None:
+    """FP8 at a higher clock than FP16 (the power cap): faster in time than in cycles."""
+    rounds = [[6.5], [6.6], [6.55], [6.5], [6.6]]
+    ref = measured("fp16", rounds, mhz=[1650] * 5)
+    fp8 = measured("fp8", [[x[0] / 1.24] for x in rounds], mhz=[1830] * 5)
+    time_iv, cycles_iv = speedup_interval(ref, fp8), speedup_interval(ref, fp8, unit=CYCLES)
+    assert time_iv is not None and cycles_iv is not None
+    assert time_iv.estimate == pytest.approx(1.24)
+    assert cycles_iv.estimate == pytest.approx(1.24 * 1650 / 1830)
+
+
+VERDICTS = [(1.20, "time", PASS), (1.30, "time", FAIL), (1.24, "time", INCONCLUSIVE), (1.15, CYCLES, FAIL),
+            (1.05, CYCLES, PASS)]  # fmt: skip
+
+
+@pytest.mark.parametrize(("floor", "unit", "outcome"), VERDICTS)
+def test_a_verdict_judges_its_interval_in_its_unit(floor: float, unit: str, outcome: str) -> None:
+    noise = [1.0, 1.003, 0.997, 1.001, 0.999, 1.002, 0.998, 1.0]
+    ref = measured("fp16", [[6.5 * e] for e in noise], mhz=[1650] * 8)
+    fp8 = measured("fp8", [[6.5 / 1.24] for _ in noise], mhz=[1830] * 8)
+    v = Verdict(ref, fp8, floor, judged_in=unit, confidence=0.99)
+    assert v.outcome == outcome
+    assert v.passed == (outcome != FAIL)
+    again = Verdict.from_dict(v.to_dict())
+    assert again.outcome == outcome and again.judged_in == unit and again.confidence == 0.99
+
+
+def test_without_rounds_a_verdict_falls_back_to_the_medians() -> None:
+    ref, cand = Measurement(SPEC, (6.5, 6.6, 6.4)), Measurement(SPEC, (5.2, 5.3, 5.25))
+    assert Verdict(ref, cand, 1.2).outcome == PASS and Verdict(ref, cand, 1.3).outcome == FAIL
+    assert math.isclose(Verdict(ref, cand, None).speedup, 6.5 / 5.25)

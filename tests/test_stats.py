@@ -1,0 +1,139 @@
+"""The statistics room (verdicts/stats.py): its arithmetic held against scipy's own functions and published values,
+its decisions on intervals built to straddle or clear a floor, and the smallest detectable change against a
+simulation."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pytest_vitperf.verdicts.stats import (
+    FAIL,
+    PASS,
+    UNKNOWN,
+    Interval,
+    against_floor,
+    detectable_change,
+    false_discoveries,
+    family_wise,
+    log_ratio_interval,
+    ratio_interval,
+)
+
+
+def test_the_interval_is_students_t_on_the_log_ratios() -> None:
+    """By hand, with scipy.stats.t's quantile: mean +- t_{0.975, n-1} sd / sqrt(n), exponentiated."""
+    from scipy.stats import t
+
+    ref = [6.53, 6.61, 6.48, 6.57, 6.50, 6.66, 6.55, 6.49]
+    cand = [5.27, 5.31, 5.24, 5.33, 5.25, 5.36, 5.28, 5.22]
+    logs = [math.log(a / b) for a, b in zip(ref, cand, strict=True)]
+    n, mean = len(logs), sum(logs) / len(logs)
+    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (n - 1))
+    half = float(t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
+    got = ratio_interval(ref, cand)
+    assert got is not None
+    assert got.estimate == pytest.approx(math.exp(mean), rel=1e-12)
+    assert got.low == pytest.approx(math.exp(mean - half), rel=1e-12)
+    assert got.high == pytest.approx(math.exp(mean + half), rel=1e-12)
+    assert got.n == 8 and got.sd_log == pytest.approx(sd) and got.confidence == 0.95
+
+
+def test_a_published_one_sample_t_interval() -> None:
+    """NIST/SEMATECH e-Handbook 7.2.2.1: ZARR13's 195 values have mean 9.26146 and sd 0.02279, and its 95% interval
+    of the mean is (9.258242, 9.264679). The same mean, sd and n through log_ratio_interval (values centred on 0,
+    mean and interval exponentiated back) must give that interval."""
+    n, mean, sd = 195, 9.26146, 0.02279
+    # n values with exactly this mean and sample sd: a symmetric two-point design scaled to the sd.
+    k = math.sqrt((n - 1) / n) * sd
+    xs = [k if i % 2 else -k for i in range(n - 1)] + [0.0]
+    shift = sum(xs) / n
+    xs = [x - shift for x in xs]
+    scale = sd / math.sqrt(sum(x * x for x in xs) / (n - 1))
+    logs = [mean + x * scale for x in xs]
+    got = log_ratio_interval([x - 9 for x in logs])  # keep exp() in range: shift, then take the log back
+    assert got is not None
+    assert math.log(got.low) + 9 == pytest.approx(9.258242, abs=2e-6)
+    assert math.log(got.high) + 9 == pytest.approx(9.264679, abs=2e-6)
+
+
+def test_too_few_observations_give_no_interval_and_constant_ones_a_point() -> None:
+    assert ratio_interval([1.0, 1.1], [1.0, 1.0]) is None
+    flat = ratio_interval([2.0] * 5, [1.0] * 5)
+    assert flat is not None and flat.low == flat.high == pytest.approx(2.0) and flat.p_value == 0.0
+    same = ratio_interval([1.0] * 5, [1.0] * 5)
+    assert same is not None and same.p_value == 1.0 and same.contains(1.0)
+
+
+def test_pairs_with_a_missing_side_are_left_out() -> None:
+    got = ratio_interval([2.0, 2.1, 0.0, 1.9, 2.0], [1.0, 1.0, 1.0, 1.0, 1.0])
+    assert got is not None and got.n == 4
+
+
+def _interval(low: float, high: float) -> Interval:
+    return Interval(math.sqrt(low * high), low, high, 0.95, 10, 0.01, 0.5)
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "floor", "outcome"),
+    [(1.20, 1.26, 1.15, PASS), (1.15, 1.26, 1.15, PASS), (1.10, 1.14, 1.15, FAIL), (1.12, 1.18, 1.15, UNKNOWN)],
+)
+def test_a_floor_passes_only_when_the_whole_interval_clears_it(low: float, high: float, floor: float, outcome: str):
+    assert against_floor(_interval(low, high), floor) == outcome
+
+
+def test_bonferroni_shares_the_error_among_the_decisions() -> None:
+    assert family_wise(0.95, 1) == pytest.approx(0.95)
+    assert family_wise(0.95, 10) == pytest.approx(0.995)
+    assert family_wise(0.95, 0) == pytest.approx(0.95)
+
+
+def test_false_discovery_control_is_benjamini_hochberg() -> None:
+    """Benjamini and Hochberg's own example (1995, section 4): of 15 p-values at q = 0.05, the four smallest are
+    discoveries."""
+    p = [0.0001, 0.0004, 0.0019, 0.0095, 0.0201, 0.0278, 0.0298, 0.0344, 0.0459, 0.3240, 0.4262, 0.5719, 0.6528,
+         0.7590, 1.0000]  # fmt: skip
+    assert false_discoveries(p, 0.05) == [True] * 4 + [False] * 11
+    assert false_discoveries([]) == []
+
+
+def test_the_detectable_change_is_what_a_simulation_detects_four_times_in_five() -> None:
+    """With n = 20 rounds of log-ratio spread 0.01, a true change of detectable_change() is found (interval excludes
+    1) in about 80% of simulated runs, and half of it far less often."""
+    rng = random.Random(7)
+    sd, n = 0.01, 20
+    delta = detectable_change(sd, n)
+
+    def power(change: float) -> float:
+        hits = 0
+        for _ in range(400):
+            logs = [math.log1p(change) + rng.gauss(0, sd) for _ in range(n)]
+            got = log_ratio_interval(logs)
+            hits += got is not None and not got.contains(1.0)
+        return hits / 400
+
+    assert 0.72 <= power(delta) <= 0.88
+    assert power(delta / 2) < 0.45
+    assert detectable_change(sd, 2) == math.inf
+
+
+@given(
+    st.lists(st.floats(min_value=0.5, max_value=2.0), min_size=3, max_size=40),
+    st.floats(min_value=0.5, max_value=0.999),
+)
+def test_the_interval_holds_its_estimate_and_narrows_with_confidence(ratios: list[float], level: float) -> None:
+    wide = log_ratio_interval([math.log(r) for r in ratios], 0.999)
+    narrow = log_ratio_interval([math.log(r) for r in ratios], level)
+    assert wide is not None and narrow is not None
+    assert narrow.low <= narrow.estimate * (1 + 1e-12) and narrow.estimate <= narrow.high * (1 + 1e-12)
+    assert wide.low <= narrow.low * (1 + 1e-12) and narrow.high <= wide.high * (1 + 1e-12)
+
+
+def test_the_text_shows_three_digits_for_a_narrow_interval() -> None:
+    assert _interval(1.2380, 1.2420).text() == "1.240x [1.238, 1.242]"
+    assert _interval(1.20, 1.28).text() == "1.24x [1.20, 1.28]"
+    assert Interval.from_dict(_interval(1.2, 1.3).to_dict()) == _interval(1.2, 1.3)
