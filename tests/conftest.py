@@ -9,8 +9,8 @@ pytest_plugins = ["pytester"]
 REPO = Path(__file__).resolve().parents[1]
 SUITE = REPO / "suites" / "test_vit_latency.py"
 
-# No warm-up, batch 1, three samples a block and three rounds of one slice (five launches) per engine in a family:
-# the flow end to end in a second or two per case.
+# No warm-up, batch 1, three samples a block, and in a family three rounds of 8 one-launch turns per engine: the
+# flow end to end in a second or two per case.
 FAST = (
     "--gpu-bench",
     "--vitperf-warmup-ms=0",

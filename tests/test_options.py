@@ -158,7 +158,7 @@ def test_the_rounds_options_have_ini_twins(suite: pytest.Pytester) -> None:
     result = suite.runpytest(f"--benchmark-json={out}", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
     bf16 = only(json.loads(out.read_text()), "bf16")
-    assert bf16["stats"]["rounds"] == 4 * 5 and bf16["extra_info"]["vitperf"]["rounds"] == [5, 5, 5, 5]
+    assert bf16["stats"]["rounds"] == 4 * 8 and bf16["extra_info"]["vitperf"]["rounds"] == [8, 8, 8, 8]
     assert bf16["options"]["rounds"]["seed"] == 11 and bf16["options"]["rounds"]["budget_s"] == 0
     result.stdout.fnmatch_lines(["intervals: 90%, over 4 interleaved rounds per family*"])
 

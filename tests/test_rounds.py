@@ -53,6 +53,15 @@ def test_every_engine_gets_one_slice_per_round_in_that_rounds_order() -> None:
     assert more == [order(["a", "b", "c"], 3, r) for r in (4, 5)] and len(slices["a"].counts) == 6
 
 
+def test_turns_cut_each_round_and_count_into_it() -> None:
+    log: list[str] = []
+    takes = {n: (lambda n=n: (log.append(n), ([1.0], [], 0))[1]) for n in ("a", "b")}
+    slices: dict[str, Slices] = {}
+    used = interleave(takes, range(2), seed=0, into=slices, turns=3)
+    assert len(used) == 6 and used[3] == order(["a", "b"], 0, 3)  # round 1's first turn has its own order
+    assert slices["a"].counts == [3, 3] and slices["b"].counts == [3, 3] and len(log) == 12
+
+
 def test_the_warm_up_runs_every_engine_at_least_once_and_for_the_time_asked() -> None:
     ran: list[str] = []
     clock = itertools.count()

@@ -1,10 +1,16 @@
 """Interleaved rounds: the engines of a family timed in turns, so that a speedup is a paired comparison.
 
 Timed one after the other in 5 s blocks, two engines see different minutes of the GPU: its clock under the power cap,
-its temperature, whatever else the host did. Timed in rounds, each engine gets a short slice of every round, in an
-order shuffled per round, so drift falls on both sides of a ratio alike, and the rounds' ratios are repeated
-observations whose spread is an interval (verdicts/stats.py). This module only schedules: what a slice runs and
-how it is timed are the callables it is given.
+its temperature, whatever else the host did. Timed in rounds, each engine gets a slice of every round, so drift falls
+on both sides of a ratio alike, and the rounds' ratios are repeated observations whose spread is an interval
+(verdicts/stats.py).
+
+A slice is cut into `turns` short turns, and each turn visits every engine in an order shuffled for that turn. At
+batch 64 an H100 at its 700 W cap swings its SM clock by 10% within a second: two engines timed 0.2 s apart see
+different clocks, and an A/A pair read 1.00x +- 0.9% over 20 rounds of whole 0.2 s slices. Turns of 25 ms put the
+engines of a round under the same swings, and the round's median of each engine spans all its turns, so rounds a
+second or more apart are close to independent observations. This module only schedules: what a turn runs and how it
+is timed are the callables it is given.
 """
 
 from __future__ import annotations
@@ -23,14 +29,13 @@ Slice = tuple[list[float], list[ClockReading], int]
 
 @dataclass(frozen=True)
 class RoundPlan:
-    """How a family is measured: `rounds` rounds, each engine a slice of at least `slice_ms` and
-    `slice_iterations` timed launches after `slice_warmup_ms` untimed, in an order drawn from `seed`; before them,
-    `warmup_ms` of the engines in turn. `budget_s`: the longest a family may go on adding rounds to settle a verdict."""
+    """How a family is measured: `rounds` rounds, each engine a slice of about `slice_ms` per round, cut into `turns`
+    turns that visit the engines in orders drawn from `seed`; before them, `warmup_ms` of the engines in turn.
+    `budget_s`: the longest a family may go on adding rounds to settle a verdict."""
 
     rounds: int = 20
     slice_ms: float = 200.0
-    slice_iterations: int = 5
-    slice_warmup_ms: float = 20.0
+    turns: int = 8
     warmup_ms: float = 2000.0
     budget_s: float = 60.0
     seed: int = 0
@@ -56,10 +61,12 @@ class Slices:
     readings: list[ClockReading] = field(default_factory=list)
     dropped: int = 0
 
-    def add(self, taken: Slice) -> None:
+    def add(self, taken: Slice, new_round: bool = True) -> None:
         samples, readings, dropped = taken
         self.samples += samples
-        self.counts.append(len(samples))
+        if new_round or not self.counts:
+            self.counts.append(0)
+        self.counts[-1] += len(samples)
         self.readings += readings
         self.dropped += dropped
 
@@ -80,15 +87,17 @@ def interleave(
     rounds: Iterable[int],
     seed: int,
     into: dict[str, Slices],
+    turns: int = 1,
 ) -> list[list[str]]:
-    """Time one slice of every engine per round, in each round's order; append to `into` (one Slices per name).
-    Returns the orders used."""
+    """Time `turns` turns of every engine per round, each turn in its own order; append to `into` (one Slices per
+    name, one count per round). Returns the orders used, one per turn."""
     used = []
     for r in rounds:
-        names = order(list(take), seed, r)
-        for name in names:
-            into.setdefault(name, Slices()).add(take[name]())
-        used.append(names)
+        for t in range(turns):
+            names = order(list(take), seed, r * turns + t)
+            for name in names:
+                into.setdefault(name, Slices()).add(take[name](), new_round=t == 0)
+            used.append(names)
     return used
 
 
@@ -112,3 +121,4 @@ class FamilyRun:
     seconds: float = 0.0
     sequential: str = ""  # why the engines were timed one block each instead of in rounds; "" when interleaved
     gated: set[str] = field(default_factory=set)  # precisions already judged against their baselines
+    built: list[str] = field(default_factory=list)  # the order the engines were built in

@@ -219,14 +219,15 @@ OPTIONS: tuple[_Option, ...] = (
         number(int, 0, "whole number"),
         "N",
         "the latency suite times a family's engines (a model and batch: FP16 and every precision compared with it) "
-        "in N interleaved rounds, each engine a slice per round in a shuffled order, so every speedup has an interval. "
-        "0: one block per engine (--vitperf-duration-ms), no interval. Default: 20.",
+        "in N interleaved rounds, every engine a slice of each round, so every speedup has an interval. 0: one "
+        "block per engine (--vitperf-duration-ms), no interval. Default: 20.",
     ),
     _Option(
         SLICE_MS,
         number(float, 1, "number of ms"),
         "MS",
-        "the least time of one engine's slice in a round (and at least 5 launches). Default: 200.",
+        "each engine's time per round, cut into 8 turns that visit the engines in a shuffled order (at least one "
+        "launch a turn). Default: 200.",
     ),
     _Option(
         ROUND_BUDGET_S,
