@@ -61,7 +61,7 @@ class VitperfSession:
         self._measured_here: dict[tuple[str, str, int, str], str] = {}  # key -> nodeid
         self.workers: list[WorkerRecord] = []  # on the xdist controller: where each worker ran, and its start-up
         self._startup_s: dict[str, float] = {}  # "device" (torch import + CUDA probe) and each model's build
-        self._engines: dict[tuple[str, str, int, str], Engine] = {}
+        self._engines: dict[tuple[str, str, int, str, int], Engine] = {}  # (model, precision, batch, backend, build)
         self._other_backends: dict[str, tuple[Backend, str | None]] = {}
         self._models: dict[str, Any] = {}
         self._prepare_s: dict[tuple[str, str, int, str], float] = {}  # model build + backend prepare (compile included)
@@ -201,12 +201,17 @@ class VitperfSession:
             self._startup_s[model_name] = round(time.perf_counter() - start, 1)
         return self._models[model_name]
 
-    def engine(self, model_name: str, precision: str, batch: int, backend: str | None = None) -> Engine:
+    def engine(
+        self, model_name: str, precision: str, batch: int, backend: str | None = None, build: int = 0
+    ) -> Engine:
+        """The engine of `precision`, prepared once per session; `build` > 0 asks for another, separately built one
+        (a family measures builds apart: two builds of one engine can differ)."""
         chosen = self.other_backend(backend)[0] if backend is not None else self.backend
         key = (model_name, precision, batch, chosen.name)
-        if key not in self._engines:
+        built = (model_name, precision, batch, chosen.name, build)
+        if built not in self._engines:
             start = time.perf_counter()
-            self._engines[key] = chosen.prepare(
+            engine = chosen.prepare(
                 copy.deepcopy(self.model(model_name)),  # a backend may cast or move what it is given
                 model_name=model_name,
                 precision=precision,
@@ -214,17 +219,19 @@ class VitperfSession:
                 device=self.device,
                 settings=self.settings,
             )
-            self._prepare_s[key] = round(time.perf_counter() - start, 1)
+            self._prepare_s[key] = round(self._prepare_s.get(key, 0.0) + time.perf_counter() - start, 1)
             delay = dict(self.settings.inject_delay).get(precision)
             if delay is not None:  # the sensitivity self-test: a known slowdown, loud in the header and the summary
                 from pytest_vitperf.engines.delay import inject
 
-                self._engines[key] = inject(self._engines[key], delay)
-        return self._engines[key]
+                engine = inject(engine, delay)
+            self._engines[built] = engine
+        return self._engines[built]
 
-    def release(self, model_name: str, precision: str, batch: int) -> None:
+    def release(self, model_name: str, precision: str, batch: int, build: int = 0) -> None:
         """Drop an engine and give its device memory back (a family whose engines do not fit together)."""
-        if self._engines.pop((model_name, precision, batch, self.backend.name), None) is not None and self.device.sm:
+        dropped = self._engines.pop((model_name, precision, batch, self.backend.name, build), None)
+        if dropped is not None and self.device.sm:
             import torch
 
             torch.cuda.empty_cache()
@@ -288,7 +295,12 @@ class VitperfSession:
         s = self.settings
         warmup = s.warmup_ms if s.warmup_ms is not None else CPU_WARMUP_MS if self.device.sm is None else GPU_WARMUP_MS
         return RoundPlan(
-            rounds=s.rounds, slice_ms=s.slice_ms, warmup_ms=warmup, budget_s=s.round_budget_s, seed=self.seed
+            rounds=s.rounds,
+            slice_ms=s.slice_ms,
+            warmup_ms=warmup,
+            budget_s=s.round_budget_s,
+            seed=self.seed,
+            builds=s.builds,
         )
 
     @property

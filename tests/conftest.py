@@ -9,14 +9,15 @@ pytest_plugins = ["pytester"]
 REPO = Path(__file__).resolve().parents[1]
 SUITE = REPO / "suites" / "test_vit_latency.py"
 
-# No warm-up, batch 1, three samples a block, and in a family three rounds of 8 one-launch turns per engine: the
-# flow end to end in a second or two per case.
+# No warm-up, batch 1, three samples a block, and in a family one build per precision and three rounds of 8
+# one-launch turns per engine: the flow end to end in a second or two per case (tests/test_family.py runs two builds).
 FAST = (
     "--gpu-bench",
     "--vitperf-warmup-ms=0",
     "--vitperf-duration-ms=0",
     "--vitperf-min-iterations=3",
     "--vitperf-rounds=3",
+    "--vitperf-builds=1",
     "--vitperf-slice-ms=1",
     "--vitperf-batch-sizes=1",
     "-p",

@@ -45,6 +45,18 @@ def test_one_run_measures_the_whole_family_in_rounds(suite: pytest.Pytester) -> 
     assert all("duration_ms" not in o for o in spec_options)  # block sampling's settings do not describe rounds
 
 
+def test_two_builds_a_precision_carry_their_spread_into_the_interval(suite: pytest.Pytester) -> None:
+    out = suite.path / "bench.json"
+    result = suite.runpytest(*FAST, "--vitperf-precisions=fp32,fp16", "--vitperf-builds=2", f"--benchmark-json={out}")
+    result.assert_outcomes(passed=2)
+    fp32 = next(b for b in json.loads(out.read_text())["benchmarks"] if b["params"]["precision"] == "fp32")
+    info = fp32["options"]["rounds"]
+    assert info["builds"] == 2 and sorted(info["built"]) == ["fp16#0", "fp16#1", "fp32#0", "fp32#1"]
+    assert fp32["extra_info"]["vitperf"]["rounds"] == [8] * 6  # 3 rounds of build 0, then 3 of build 1
+    assert set(info["spread"]) == {"time"} and info["spread"]["time"]["df"] == 2  # no clock on a CPU: no cycles
+    result.stdout.fnmatch_lines(["vit_tiny_patch16_224 * fp32 * *x [[]*, *] * no floor*"])
+
+
 def test_an_injected_delay_is_seen_and_said_loudly(aa: pytest.Pytester) -> None:
     floors(aa.path / "floors.json", "bf16-again", 0.95)
     result = aa.runpytest(*FAST, "--vitperf-precisions=bf16,bf16-again", "--vitperf-inject-delay=bf16-again=30%")

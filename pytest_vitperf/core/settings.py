@@ -43,6 +43,7 @@ class Settings:
     cold: bool = False
     share_devices: bool = False
     rounds: int = 20
+    builds: int = 2
     slice_ms: float = 200.0
     round_budget_s: float = 60.0
     confidence: float = 0.95

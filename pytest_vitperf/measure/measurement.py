@@ -2,8 +2,9 @@
 computed from those samples on demand. Round-trips through JSON so baselines can store it whole.
 
 A measurement taken in interleaved rounds (measure/rounds.py) also says how many of its samples each round's slice
-holds: one number per round, in order, 0 where a round kept none. Its spec's options["rounds"] names the family run
-(`run`) the rounds belong to, so two measurements of one run pair round by round.
+holds: one number per round, in order, 0 where a round kept none; with several builds of the engine, build after
+build (all rounds of the first build, then of the second). Its spec's options["rounds"] names the family run (`run`)
+the rounds belong to and the number of builds, so two measurements of one run pair round by round.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ class Measurement:
     spec: Spec
     samples_ms: tuple[float, ...]  # one entry per timed inference of a whole batch
     clocks: tuple[ClockReading, ...] = ()  # NVML readings, one per timed chunk, covering every sample; () on a CPU
-    rounds: tuple[int, ...] = ()  # samples in each round's slice, in order; () when taken in one block
+    rounds: tuple[int, ...] = ()  # samples in each round's slice, build after build; () when taken in one block
 
     def __post_init__(self) -> None:
         if not self.samples_ms:
@@ -143,6 +144,17 @@ class Measurement:
         """The family run whose rounds these are, or None (one block)."""
         info = self.spec.options.get("rounds")
         return info.get("run") if self.rounds and isinstance(info, dict) else None
+
+    @property
+    def builds(self) -> int:
+        """How many separately built engines the samples come from (their rounds follow one another)."""
+        info = self.spec.options.get("rounds")
+        return int(info.get("builds", 1)) if self.rounds and isinstance(info, dict) else 1
+
+    def per_build(self, values: list[float | None]) -> list[list[float | None]]:
+        """Per-round values (round_medians, round_cycles) cut into one list per build."""
+        r = len(values) // self.builds
+        return [values[j * r : (j + 1) * r] for j in range(self.builds)]
 
     def _per_round(self) -> list[tuple[list[float], list[ClockReading]]]:
         """Each round's samples and the clock readings that cover them (a chunk never spans two rounds)."""

@@ -29,13 +29,15 @@ Slice = tuple[list[float], list[ClockReading], int]
 
 @dataclass(frozen=True)
 class RoundPlan:
-    """How a family is measured: `rounds` rounds, each engine a slice of about `slice_ms` per round, cut into `turns`
-    turns that visit the engines in orders drawn from `seed`; before them, `warmup_ms` of the engines in turn.
-    `budget_s`: the longest a family may go on adding rounds to settle a verdict."""
+    """How a family is measured: each precision built `builds` times, then `rounds` rounds, each engine a slice of
+    about `slice_ms` per round (shared by a precision's builds), cut into `turns` turns that visit the engines in
+    orders drawn from `seed`; before them, `warmup_ms` of the engines in turn. `budget_s`: the longest a family may
+    go on adding rounds to settle a verdict."""
 
     rounds: int = 20
     slice_ms: float = 200.0
     turns: int = 8
+    builds: int = 2
     warmup_ms: float = 2000.0
     budget_s: float = 60.0
     seed: int = 0

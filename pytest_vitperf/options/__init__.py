@@ -63,6 +63,7 @@ COLD = "--vitperf-cold"
 KERNELS = "--vitperf-kernels"
 SHARE_DEVICES = "--vitperf-share-devices"
 ROUNDS = "--vitperf-rounds"
+BUILDS = "--vitperf-builds"
 SLICE_MS = "--vitperf-slice-ms"
 ROUND_BUDGET_S = "--vitperf-round-budget-s"
 CONFIDENCE = "--vitperf-confidence"
@@ -221,6 +222,14 @@ OPTIONS: tuple[_Option, ...] = (
         "the latency suite times a family's engines (a model and batch: FP16 and every precision compared with it) "
         "in N interleaved rounds, every engine a slice of each round, so every speedup has an interval. 0: one "
         "block per engine (--vitperf-duration-ms), no interval. Default: 20.",
+    ),
+    _Option(
+        BUILDS,
+        number(int, 1, "whole number"),
+        "N",
+        "in the rounds, each precision's engine is built N times, and a speedup's interval carries the spread between "
+        "builds (on an H100 at batch 1, builds of one engine differed by up to 0.7%%). 1: one build, an interval for "
+        "that build only. Default: 2.",
     ),
     _Option(
         SLICE_MS,

@@ -44,9 +44,11 @@ from pytest_vitperf.verdicts.stats import (
     INCONCLUSIVE,
     PASS,
     UNKNOWN,
+    BuildSpread,
     Interval,
     against_floor,
-    ratio_interval,
+    build_spread,
+    nested_interval,
 )
 
 SCHEMA = 1
@@ -90,20 +92,31 @@ class Floor:
         return sum(not any(c in f for c in "*?[") for f in fields)
 
 
+def _logs(m: Measurement, unit: str) -> list[list[float]]:
+    """builds x rounds log values (time, or time x clock), nan where a round kept nothing."""
+    values = m.round_cycles() if unit == CYCLES else m.round_medians()
+    return [[math.log(v) if v else math.nan for v in build] for build in m.per_build(values)]
+
+
+def family_spread(measurements: list[Measurement], unit: str = TIME) -> BuildSpread | None:
+    """The build-to-build spread of a family's precisions measured in one run (stats.build_spread)."""
+    return build_spread([_logs(m, unit) for m in measurements if m.builds > 1])
+
+
 def speedup_interval(
     reference: Measurement, candidate: Measurement, confidence: float = CONFIDENCE, unit: str = TIME
 ) -> Interval | None:
     """The speedup reference/candidate with its interval over the rounds they shared (time, or time x SM clock in
-    `unit` CYCLES); None unless both were measured in the same interleaved run, round by round."""
+    `unit` CYCLES), widened by the family's build-to-build spread where each precision was built more than once (as
+    recorded with the measurements); None unless both were measured in the same interleaved run."""
     run = reference.run
-    if run is None or run != candidate.run or len(reference.rounds) != len(candidate.rounds):
+    if run is None or run != candidate.run:
         return None
-    if unit == CYCLES:
-        pairs = zip(reference.round_cycles(), candidate.round_cycles(), strict=True)
-    else:
-        pairs = zip(reference.round_medians(), candidate.round_medians(), strict=True)
-    kept = [(a, b) for a, b in pairs if a is not None and b is not None]
-    return ratio_interval([a for a, _ in kept], [b for _, b in kept], confidence)
+    if len(reference.rounds) // reference.builds != len(candidate.rounds) // candidate.builds:
+        return None
+    info = reference.spec.options["rounds"].get("spread", {}).get(unit)
+    spread = BuildSpread(**info) if info else None
+    return nested_interval(_logs(reference, unit), _logs(candidate, unit), spread, confidence)
 
 
 @dataclass(frozen=True)

@@ -129,3 +129,88 @@ def detectable_change(sd_log: float, n: int, confidence: float = CONFIDENCE, pow
     df = n - 1
     shift = (float(t.ppf(1 - (1 - confidence) / 2, df)) + float(t.ppf(power, df))) * sd_log / math.sqrt(n)
     return math.expm1(shift)
+
+
+# -- engines built more than once: the spread between builds ------------------------------------------------------
+# Two builds of one engine are not the same engine. On an H100 at batch 1, five FP16 builds of vit_base in one process
+# differed by up to 0.7% (the later-built ones slower), while each one's interval over 20 rounds was +-0.02%: an
+# interval over rounds is an interval for these builds, not for the precision. With every precision built k >= 2
+# times, the differences between builds of one precision estimate that spread (pooled over the family's precisions),
+# and a speedup's interval carries it (docs/statistics.md).
+
+
+@dataclass(frozen=True)
+class BuildSpread:
+    """The variance of one build's log time around its precision's (`var`), with its degrees of freedom."""
+
+    var: float
+    df: float
+
+    def to_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+
+def build_spread(families: Sequence[Sequence[Sequence[float]]]) -> BuildSpread | None:
+    """The build-to-build variance from a family's precisions: for each precision, its builds' log round values
+    (builds x rounds, the same rounds for every build). Round effects (the clock of that round) are removed within
+    each precision; the builds' mean square over the rounds' mean square, as in a one-way random-effects ANOVA,
+    pooled over the precisions. Rounds a build lacks (nan) are left out. None without a precision of two builds and
+    two rounds."""
+    msb = msw = 0.0
+    df_b = df_w = 0.0
+    rounds = 0
+    for builds in families:
+        n = min((len(b) for b in builds), default=0)
+        keep = [i for i in range(n) if all(math.isfinite(b[i]) for b in builds)]  # rounds every build has
+        k, r = len(builds), len(keep)
+        if k < 2 or r < 2:
+            continue
+        rows = [[b[i] for i in keep] for b in builds]
+        round_means = [math.fsum(row[i] for row in rows) / k for i in range(r)]
+        z = [[row[i] - round_means[i] for i in range(r)] for row in rows]  # the round's clock drops out
+        build_means = [math.fsum(row) / r for row in z]
+        msb += r * math.fsum(m * m for m in build_means)  # the z's build means sum to 0 over the builds
+        msw += math.fsum((row[i] - m) ** 2 for row, m in zip(z, build_means, strict=True) for i in range(r))
+        df_b += k - 1
+        df_w += (k - 1) * (r - 1)
+        rounds = r
+    if df_b == 0:
+        return None
+    between, within = msb / df_b, msw / df_w
+    return BuildSpread(max(0.0, (between - within) / rounds), df_b)
+
+
+def nested_interval(
+    reference: Sequence[Sequence[float]],
+    candidate: Sequence[Sequence[float]],
+    spread: BuildSpread | None,
+    confidence: float = CONFIDENCE,
+) -> Interval | None:
+    """The ratio exp(mean log reference - mean log candidate) of builds x rounds log values taken in the same rounds:
+    Student's t on the rounds' differences of build means, its variance widened by the builds' (spread.var for each
+    build, divided by the builds averaged), with Satterthwaite's degrees of freedom."""
+    r = min(len(b) for b in (*reference, *candidate))
+    diffs = [
+        math.fsum(b[i] for b in reference) / len(reference) - math.fsum(b[i] for b in candidate) / len(candidate)
+        for i in range(r)
+    ]
+    diffs = [d for d in diffs if math.isfinite(d)]
+    n = len(diffs)
+    if n < 3:
+        return None
+    mean = math.fsum(diffs) / n
+    sd = math.sqrt(math.fsum((d - mean) ** 2 for d in diffs) / (n - 1))
+    v_rounds = sd * sd / n
+    v_builds = spread.var * (1 / len(reference) + 1 / len(candidate)) if spread is not None else 0.0
+    var = v_rounds + v_builds
+    if var == 0.0:
+        e = math.exp(mean)
+        return Interval(e, e, e, confidence, n, 0.0, 1.0 if mean == 0 else 0.0, T_ON_LOG_RATIOS)
+    terms = v_rounds**2 / (n - 1) + (v_builds**2 / spread.df if spread is not None and v_builds > 0 else 0.0)
+    df = var**2 / terms if terms > 0 else float(n - 1)
+    from scipy.stats import t
+
+    half = float(t.ppf(1 - (1 - confidence) / 2, df)) * math.sqrt(var)
+    p = float(2 * t.sf(abs(mean) / math.sqrt(var), df))
+    method = T_ON_LOG_RATIOS if v_builds == 0 else f"{T_ON_LOG_RATIOS} and the spread of {len(reference)} builds"
+    return Interval(math.exp(mean), math.exp(mean - half), math.exp(mean + half), confidence, n, sd, p, method)
