@@ -158,9 +158,10 @@ def test_the_rounds_options_have_ini_twins(suite: pytest.Pytester) -> None:
     result = suite.runpytest(f"--benchmark-json={out}", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
     bf16 = only(json.loads(out.read_text()), "bf16")
-    assert bf16["stats"]["rounds"] == 4 * 8 and bf16["extra_info"]["vitperf"]["rounds"] == [8, 8, 8, 8]
+    # two builds (the default) of 4 rounds of 8 one-launch turns each, build after build
+    assert bf16["stats"]["rounds"] == 2 * 4 * 8 and bf16["extra_info"]["vitperf"]["rounds"] == [8] * 8
     assert bf16["options"]["rounds"]["seed"] == 11 and bf16["options"]["rounds"]["budget_s"] == 0
-    result.stdout.fnmatch_lines(["intervals: 90%, over 4 interleaved rounds per family*"])
+    result.stdout.fnmatch_lines(["intervals: 90%, over 4 interleaved rounds per family and 2 build(s)*"])
 
 
 @pytest.mark.parametrize(

@@ -53,7 +53,7 @@ def test_summary_table_has_every_column_and_speedup(suite: pytest.Pytester) -> N
             "vit_tiny_patch16_224 * fp32 * 1 * torch * 1.00000 * *x [[]*, *] * no floor*",
             "vit_tiny_patch16_224 * fp16 * 1 * torch * [01].[09]???? * 1.00x * reference*",
             "vit_tiny_patch16_224 * bf16 * 1 * torch * 0.999* * *x [[]*, *] * no floor*",
-            "intervals: 95%, over 3 interleaved rounds per family (Student's t on the rounds' log ratios)*",
+            "intervals: 95%, over 3 interleaved rounds per family and 1 build(s) per precision*",
         ]
     )
 

@@ -2,23 +2,27 @@
 # The main job twice with one cache folder, cold then warm: what a developer runs on a GPU machine before calling
 # GPU-facing work done. Prints the device, each run's counts and wall time, and each run's summary tables.
 #
-#   tools/gpu_main_job.sh [--cache-dir DIR] [--log-dir DIR] [-- extra pytest arguments]
+#   tools/gpu_main_job.sh [--cache-dir DIR] [--log-dir DIR] [--only cold|warm] [-- extra pytest arguments]
 #
-# The cache folder starts empty (a cold run) unless --keep-cache is given; logs go to --log-dir (default: a new
-# temporary folder). Exits non-zero if either run fails.
+# The cache folder starts empty (a cold run) unless --keep-cache is given; --only runs one of the two (warm keeps the
+# cache: two calls of a machine with a time limit per call); logs go to --log-dir (default: a new
+# temporary folder), with each run's --benchmark-json beside its log (cold.json, warm.json: `vitperf floors suggest`
+# reads them). Exits non-zero if either run fails.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 cache=""
 logs=""
 keep=0
+runs="cold warm"
 while [ $# -gt 0 ]; do
     case "$1" in
         --cache-dir) cache=$2; shift 2 ;;
         --log-dir) logs=$2; shift 2 ;;
         --keep-cache) keep=1; shift ;;
+        --only) runs=$2; [ "$2" = warm ] && keep=1; shift 2 ;;
         --) shift; break ;;
-        *) echo "gpu_main_job.sh: unknown argument $1; usage: tools/gpu_main_job.sh [--cache-dir DIR] [--log-dir DIR] [--keep-cache] [-- pytest args]" >&2; exit 2 ;;
+        *) echo "gpu_main_job.sh: unknown argument $1; usage: tools/gpu_main_job.sh [--cache-dir DIR] [--log-dir DIR] [--keep-cache] [--only cold|warm] [-- pytest args]" >&2; exit 2 ;;
     esac
 done
 cache=${cache:-$(mktemp -d)/vitperf-cache}
@@ -36,9 +40,9 @@ echo "command: ${cmd[*]}"
 
 status=0
 declare -A walls counts
-for run in cold warm; do
+for run in $runs; do
     start=$SECONDS
-    PYTHONUNBUFFERED=1 "${cmd[@]}" > "$logs/$run.log" 2>&1
+    PYTHONUNBUFFERED=1 "${cmd[@]}" --benchmark-json "$logs/$run.json" > "$logs/$run.log" 2>&1
     rc=$?
     walls[$run]=$((SECONDS - start))
     counts[$run]=$(grep -E "^=+ .*(passed|failed|error|skipped).* in [0-9.]+s" "$logs/$run.log" | tail -1 | tr -d '=' | sed 's/^ *//')
@@ -52,5 +56,5 @@ for run in cold warm; do
 done
 
 echo
-echo "== wall: cold ${walls[cold]} s, warm ${walls[warm]} s; cache $cache ($(du -sh "$cache" | cut -f1)); logs $logs"
+echo "== wall: cold ${walls[cold]:--} s, warm ${walls[warm]:--} s; cache $cache ($(du -sh "$cache" | cut -f1)); logs $logs"
 exit "$status"

@@ -64,11 +64,11 @@ def main() -> None:
             tally[key]["slower (interval below 1.00)"] += t.high < 1.0
             info: dict[str, Any] = s.options.get("rounds", {})
             rows.append((path.name, s.precision, str(s.batch), t.text(), f"±{t.half_width:.2%}",
-                         c.text() if c else "-", str(len(m.rounds)), str(info.get("looks", "-")),
+                         c.text() if c else "-", str(len(m.rounds) // m.builds), str(info.get("looks", "-")),
                          f"{s.options.get('injected_delay', {}).get('rel', 0):.0%}", verdict))  # fmt: skip
             records.append({"run": str(path), "precision": s.precision, "batch": s.batch, "device": s.device,
                             "gpu_uuid": s.gpu_uuid, "time": t.to_dict(), "cycles": c.to_dict() if c else None,
-                            "rounds": len(m.rounds), "verdict": verdict,
+                            "rounds": len(m.rounds) // m.builds, "builds": m.builds, "verdict": verdict,
                             "floor": floor.min_speedup if floor else None})  # fmt: skip
     header = ("run", "precision", "batch", "vs fp16 (95%)", "half-width", "cycles (95%)", "rounds", "looks",
               "delay", f"verdict at {level:.2%}")  # fmt: skip

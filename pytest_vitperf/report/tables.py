@@ -227,10 +227,12 @@ def interval_notes(measurements: Iterable[Measurement], verdicts: Iterable[Verdi
     runs = {m.run: m for m in measurements if m.run is not None}
     if not runs:
         return []
-    rounds = sorted({len(m.rounds) for m in runs.values()})
+    rounds = sorted({len(m.rounds) // m.builds for m in runs.values()})
+    builds = sorted({m.builds for m in runs.values()})
     lines = [
-        f"intervals: {confidence:.0%}, over {'/'.join(map(str, rounds))} interleaved rounds per family (Student's t on "
-        "the rounds' log ratios); the cycles column multiplies each round's time by its SM clock"
+        f"intervals: {confidence:.0%}, over {'/'.join(map(str, rounds))} interleaved rounds per family and "
+        f"{'/'.join(map(str, builds))} build(s) per precision (Student's t on the rounds' log ratios, widened by the "
+        "spread between builds); the cycles column multiplies each round's time by its SM clock"
     ]
     judged = [v for v in verdicts if v.floor is not None]
     if judged:
