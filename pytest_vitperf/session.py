@@ -35,7 +35,7 @@ GPU_DEFAULTS = (("vit_base_patch16_224",), (1, 64))
 CPU_DEFAULTS = (("vit_tiny_patch16_224",), (1, 8))
 # trtexec warms up for 200 ms, but on an H200 at its 700 W cap the SM clock swings between 1.5 and
 # 2.0 GHz for the first seconds of load: 200 ms gave a CoV of 2.8-3.1% on ViT-B/16 batch 64 FP16,
-# 2000 ms gave 1.2% (docs/benchmarks.md).
+# 2000 ms gave 1.2% (docs/measurements/2026-11-21-timer-check.md).
 GPU_WARMUP_MS = 2000.0
 CPU_WARMUP_MS = 200.0
 

@@ -18,7 +18,7 @@ BLOCK_SCALED = ("mxfp8", "nvfp4")
 EXPECTED = {
     (model, precision): (
         TIMM_BLOCK_SCALED
-        if get_precision(precision).family in BLOCK_SCALED and model not in (QF_VIT, DIGITS_MODEL)
+        if get_precision(precision).root in BLOCK_SCALED and model not in (QF_VIT, DIGITS_MODEL)
         else ()
     )
     for model in MODEL_NAMES

@@ -117,9 +117,9 @@ def test_high_precision_needs_no_divisibility(precision: str) -> None:
     assert check_attention_shapes(cfg, precision) == []
 
 
-def test_rules_name_known_precision_families_once() -> None:
-    families = {p.family for p in PRECISIONS.values()}
-    assert all(r.precisions <= families for r in RULES)  # every rule names precisions that exist
+def test_rules_name_known_root_precisions_once() -> None:
+    roots = {p.root for p in PRECISIONS.values()}
+    assert all(r.precisions <= roots for r in RULES)  # every rule names precisions that exist
     assert len({r.name for r in RULES}) == len(RULES)
 
 

@@ -177,7 +177,7 @@ def test_twenty_reruns_against_their_own_baseline_give_no_regression() -> None:
     are judged against it. Dealing the samples out removes the machine's drift, so the runs are draws from one
     distribution, which is the case the gate must never flag. (Consecutive runs on the 2-core CI machine drift
     far more than 5%: 23.6 -> 37.9 ms within seconds was seen, so CPU baselines are not compared across runs
-    there; docs/benchmarks.md.)"""
+    there; docs/measurements/2026-11-21-cpu-run-to-run-drift.md.)"""
     from pytest_vitperf.core.settings import Settings
     from pytest_vitperf.engines.backends.torch import TorchBackend
     from pytest_vitperf.engines.models import build_model

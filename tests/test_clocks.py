@@ -1,5 +1,5 @@
 """Clock-aware verdicts on recorded traces: FP16 and static-scale FP8 of ViT-B/16 at batch 64 on an H100 at its 700 W
-cap, with the NVML reading of every timed chunk (tests/data/clocks, written by scripts/clock_check.py)."""
+cap, with the NVML reading of every timed chunk (tests/data/clocks, written by tools/clock_check.py)."""
 
 from __future__ import annotations
 

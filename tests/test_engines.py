@@ -52,7 +52,7 @@ def test_every_registry_entry_has_a_recipe() -> None:
 @pytest.mark.parametrize("recipe", ["nvfp4", "mxfp8"])
 def test_cpu_exports_of_block_formats_equal_the_gpu_made_ones(exports: dict[str, bytes], recipe: str) -> None:
     """tests/data holds the same exports made on an NVIDIA H200 with Model Optimizer's Triton/CUDA kernels
-    (scripts/export_onnx.py): the CPU kernels must reproduce every node and every initializer bit for bit."""
+    (`vitperf export`): the CPU kernels must reproduce every node and every initializer bit for bit."""
     from onnx import numpy_helper
 
     ours = onnx.load_from_string(exports[recipe])

@@ -68,7 +68,7 @@ def test_precision_the_backend_does_not_build_names_the_ones_that_do() -> None:
 def test_variants_share_their_base_precisions_hardware_and_sort_after_it() -> None:
     for name, base in [("fp8-attn", "fp8"), ("int8-smoothquant", "int8"), ("nvfp4-mlp-only", "nvfp4")]:
         v, b = get_precision(name), get_precision(base)
-        assert v.family == base and b.family == base
+        assert v.root == base and b.root == base
         assert (v.weights, v.activations, v.needs, v.min_sm, v.only_sms) == (
             b.weights,
             b.activations,
@@ -87,7 +87,7 @@ def test_register_adds_a_variant_once_and_refuses_a_clash() -> None:
     entry = fp16.variant("fp16-registered-in-test", "FP16 again", fp16.recipe, backends=ALL_BACKENDS)
     try:
         assert register(entry) is entry and register(entry) is entry  # the same entry twice: a no-op
-        assert get_precision("fp16-registered-in-test").family == "fp16"
+        assert get_precision("fp16-registered-in-test").root == "fp16"
         order = list(PRECISIONS)
         assert order.index("fp16-registered-in-test") == order.index("fp16") + 1
         with pytest.raises(ValueError, match="already registered"):

@@ -1,6 +1,6 @@
 """Clocks under the samples, and what reading them costs, in one process on one GPU.
 
-    python scripts/clock_check.py --out-dir DIR [--rounds 6] [pytest args...]
+    python tools/clock_check.py --out-dir DIR [--rounds 6] [pytest args...]
 
 1. Runs `pytest --gpu-bench suites/test_vit_latency.py` in-process (default: fp16 and fp8 of vit_base_patch16_224
    at batch 1 and 64, plus the pytest arguments given) and writes every measurement, with its NVML readings, to

@@ -1,7 +1,8 @@
 """Where does the batch-1 flip come from? vit_base FP16 at batch 1 has read 0.58 ms in some rounds and 0.62 ms in
-others, on one engine in one process at one clock (docs/benchmarks.md, "Cold mode").
+others, on one engine in one process at one clock ("Cold mode" in
+docs/measurements/2026-11-22-h100-clocks-under-the-samples.md).
 
-    python scripts/flip_probe.py --out-dir DIR [--rounds 40] [pytest args...]
+    python tools/flip_probe.py --out-dir DIR [--rounds 40] [pytest args...]
 
 Runs the latency suite in-process for fp16 at batch 1, then times the engine in short rounds (0.1 s warm-up, 0.3 s
 of samples) with an NVML reading per round. Then it times the engine again in a second set of rounds: without the

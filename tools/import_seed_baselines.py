@@ -2,7 +2,7 @@
 GPU compute time, CUDA graphs on, no host transfers). Published figures have no raw samples, so the gate
 on them is the threshold alone.
 
-    python scripts/import_seed_baselines.py [--root baselines]
+    python tools/import_seed_baselines.py [--root baselines]
 """
 
 from __future__ import annotations

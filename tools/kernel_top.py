@@ -2,7 +2,7 @@
 to see what a breakdown's buckets hold (and to extend pytest_vitperf/measure/kernels.py when a new library's kernel
 names land in "other").
 
-    python scripts/kernel_top.py --model vit_base_patch16_224 --precision fp8 --batch 64
+    python tools/kernel_top.py --model vit_base_patch16_224 --precision fp8 --batch 64
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from pytest_vitperf.core.precision import get_precision
 
 INT8_MHA_MAX_SEQ = 512
 BLOCK_SCALED = frozenset({"mxfp8", "nvfp4"})
-# Per precision family: the multiple that sequence and head dimension need, and why the head dimension does.
+# Per root precision: the multiple that sequence and head dimension need, and why the head dimension does.
 MULTIPLE: dict[str, tuple[int, str]] = {
     "fp8": (16, "TensorRT fuses FP8 MHA only when head_dim % 16 == 0"),
     "mxfp8": (32, "MXFP8 block scales (32 elements) run along the head dimension in Q·Kᵀ"),
@@ -30,7 +30,7 @@ class Finding:
 class Rule:
     name: str
     precisions: frozenset[str]  # precision families (a recipe variant follows its base)
-    check: Callable[[AttentionShape, int], Finding | None]  # the shape and the family's multiple
+    check: Callable[[AttentionShape, int], Finding | None]  # the shape and the root precision's multiple
     reason: str  # may name {block} and {head_reason}
     fix: str
 
@@ -172,13 +172,13 @@ RULES: tuple[Rule, ...] = (
 
 
 def rules_for(precision: str) -> list[Rule]:
-    family = get_precision(precision).family  # unknown precision: ValueError naming the valid ones
-    return [r for r in RULES if family in r.precisions]
+    root = get_precision(precision).root  # unknown precision: ValueError naming the valid ones
+    return [r for r in RULES if root in r.precisions]
 
 
 def judge(shape: AttentionShape, precision: str) -> list[Violation]:
     """The violations of `precision`'s rules by `shape`, in rule order."""
-    block, head_reason = MULTIPLE.get(get_precision(precision).family, (0, ""))
+    block, head_reason = MULTIPLE.get(get_precision(precision).root, (0, ""))
     words = {"block": block, "head_reason": head_reason}
     out = []
     for rule in rules_for(precision):

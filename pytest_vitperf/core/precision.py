@@ -76,7 +76,7 @@ class Precision:
     task: TaskBound = TaskBound()
 
     @property
-    def family(self) -> str:
+    def root(self) -> str:
         """The precision whose hardware and attention rules apply: `fp8` for `fp8-attn`."""
         return self.base or self.name
 
@@ -94,10 +94,11 @@ class Precision:
         self, name: str, title: str, recipe: Recipe, *, backends: frozenset[str] = TRT_FAMILY, **changes: Any
     ) -> Precision:
         """A recipe variant: same formats and hardware, another recipe, built by `backends`."""
-        return replace(self, name=name, title=title, recipe=recipe, backends=backends, base=self.family, **changes)
+        return replace(self, name=name, title=title, recipe=recipe, backends=backends, base=self.root, **changes)
 
 
-# min_cosine: below what was measured on the random-weight ViTs (docs/benchmarks.md, "Output error against FP32"):
+# min_cosine: below what was measured on the random-weight ViTs ("Output error against FP32" in
+# docs/measurements/2026-11-22-h100-main-job-cold-and-warm.md):
 # vit_base b8 on a CPU gave FP16 0.999999, BF16 0.99992, FP8 0.9943, INT8 0.9987 (realquant, static scales).
 # task: the starting points of seed 003's trade-off (half-precision floats keep the FP32 model's answers, 8-bit formats
 # cost at most a point, FP4 three), checked against the digits ViT in docs/accuracy.md.
@@ -187,7 +188,7 @@ def register(p: Precision) -> Precision:
     for name in (p.reference, p.base):
         if name is not None and name not in PRECISIONS:
             raise ValueError(f"precision {p.name!r} refers to unknown precision {name!r}")
-    after = [i for i, q in enumerate(_TABLE) if q.family == p.family]
+    after = [i for i, q in enumerate(_TABLE) if q.root == p.root]
     _TABLE.insert(after[-1] + 1 if after else len(_TABLE), p)
     _reindex()
     return p

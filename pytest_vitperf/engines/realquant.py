@@ -6,7 +6,7 @@ weights quantized once, the GEMM on the low-precision tensor cores. Model Optimi
 calibrates it (`recipes.apply`, the same recipe and calibration data as the ONNX export); its quantizers' amax are
 the only source of scales. What runs is this module's, because Model Optimizer's own real-quant path
 (`mtq.compress`, RealQuantLinear) recomputes scales per call and fails under `torch.compile` with Model Optimizer
-0.47 (docs/benchmarks.md).
+0.47 (docs/measurements/2026-11-22-h100-static-scale-fp8-int8.md).
 
 | precision | weights | activations | GEMM |
 |---|---|---|---|

@@ -137,8 +137,9 @@ def to_bmm_attention(model: torch.nn.Module) -> torch.nn.Module:
 
 def model_optimizer_extensions(cache_dir: Path | None) -> contextlib.AbstractContextManager[None]:
     """Model Optimizer builds its CUDA fake-quantization extensions on first use with torch's C++ extension builder:
-    57 s, 62 s and over 80 s for the three of them on an H100 machine (docs/benchmarks.md). With a cache folder they
-    are built there, and kept with the other compiled artifacts, instead of under the home directory."""
+    57 s, 62 s and over 80 s for the three of them on an H100 machine
+    (docs/measurements/2026-11-22-h100-main-job-cold-and-warm.md). With a cache folder they are built there, and
+    kept with the other compiled artifacts, instead of under the home directory."""
     from pytest_vitperf.measure.env import environ
 
     return environ("TORCH_EXTENSIONS_DIR", str(cache_dir / "torch_extensions") if cache_dir is not None else None)

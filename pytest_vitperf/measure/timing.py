@@ -145,7 +145,7 @@ class CudaPythonEventClock:
 
 
 # The flush writes this many times the cache's size, as NVBench does: on an H100, 2x and 4x the L2 gave the same
-# cold latency as 1x (docs/benchmarks.md, scripts/cold_check.py).
+# cold latency as 1x (docs/measurements/2026-11-22-h100-clocks-under-the-samples.md, "Cold mode").
 FLUSH_TIMES = 1
 
 

@@ -34,7 +34,7 @@ from pytest_vitperf.verdicts.baselines.store import BaselineKey
 SCHEMA = 1
 # PELT's penalty in units of sigma^2 * ln(n) (sigma: the series' noise, from its successive differences). On 200
 # synthetic series of 60 runs with CoV 1% and steps of +3% and -5%, 6 found every step with 0.005 false steps per
-# series, and 0.005 on series without a step (docs/benchmarks.md, "Change points").
+# series, and 0.005 on series without a step (docs/measurements/2026-11-23-change-points-pelt-vs-e-divisive.md).
 PENALTY = 6.0
 MIN_SEGMENT = 3  # runs on each side of a step
 
