@@ -280,7 +280,9 @@ def suggest(intervals: list[Interval], regression: float = 0.05) -> Suggestion:
     if caught >= lowest:
         why = (
             f"the runs' intervals reach down to {lowest:.3f}x, and a {regression:.0%} slower candidate could still "
-            f"read up to {caught:.3f}x: a floor cannot tell them apart. Add rounds (--vitperf-rounds) or runs"
+            f"read up to {caught:.3f}x: a floor cannot tell them apart. Where one run's interval is wide, add rounds "
+            f"(--vitperf-rounds); where the runs disagree, ask for a larger change: "
+            f"vitperf floors suggest --regression {2 * regression:g} RUN.json ..."
         )
         return Suggestion(None, lowest, highest, regression, why)
     return Suggestion(math.sqrt(lowest * caught), lowest, highest, regression)

@@ -1,0 +1,106 @@
+"""The `vitperf` commands that round 3 added, on the CPU: `floors suggest` from real runs of the latency suite to a
+floors file that the next run judges with, `selfcheck`, `export`; and the floors file's `judged_in` and
+`provenance` fields."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_vitperf.cli import main
+from pytest_vitperf.verdicts.floors import FloorsFile, FloorsFileError, suggest
+from pytest_vitperf.verdicts.stats import Interval
+from tests.conftest import FAST
+
+H100_FP8_B64 = [(1.1452, 1.1625), (1.194, 1.2103), (1.1979, 1.2137)]  # docs/measurements, 2026-11-25
+
+
+def _intervals(pairs: list[tuple[float, float]]) -> list[Interval]:
+    return [Interval((lo * hi) ** 0.5, lo, hi, 0.95, 20, 0.01, 0.0) for lo, hi in pairs]
+
+
+def test_a_floor_lies_between_the_runs_and_a_slower_candidate() -> None:
+    """The H100's FP8 batch-64 runs: a 5% slowdown hides in the spread between the boards, a 10% one does not; the
+    10% floor is the geometric midpoint of the lowest lower bound and the highest upper bound / 1.10."""
+    five = suggest(_intervals(H100_FP8_B64), 0.05)
+    assert five.floor is None and "cannot tell them apart" in five.why and "--regression 0.1" in five.why
+    ten = suggest(_intervals(H100_FP8_B64), 0.10)
+    assert ten.floor == pytest.approx((1.1452 * 1.2137 / 1.10) ** 0.5) and round(ten.floor, 3) == 1.124
+    assert ten.floor < ten.lowest and ten.floor > ten.highest / 1.10
+
+
+def test_floors_suggest_turns_runs_into_floors_the_next_run_judges_with(suite: pytest.Pytester) -> None:
+    runs = [suite.path / f"run{k}.json" for k in (1, 2)]
+    for run in runs:
+        suite.runpytest(*FAST, "--vitperf-precisions=fp32,fp16,bf16", f"--benchmark-json={run}").assert_outcomes(
+            passed=3
+        )
+    out = suite.path / "floors.json"
+    # A 90% slower candidate: the CPU's run-to-run drift is far wider than a GPU's, and the point here is the flow.
+    args = ["floors", "suggest", *map(str, runs), "--regression", "0.9", "--unit", "time", "--out", str(out)]
+    assert main(args) == 0
+    entries = {e["precision"]: e for e in json.loads(out.read_text())["floors"]}
+    assert set(entries) == {"fp32", "bf16"}  # every precision but the reference
+    bf16 = entries["bf16"]
+    assert bf16["judged_in"] == "time" and bf16["backend"] == "torch" and bf16["batch"] == 1
+    assert len(bf16["provenance"]["runs"]) == 2 and len(bf16["provenance"]["intervals"]) == 2
+    assert all(lo >= bf16["min_speedup"] for lo, _ in bf16["provenance"]["intervals"])
+    FloorsFile.load(out)
+    result = suite.runpytest(*FAST, "--vitperf-precisions=fp32,fp16,bf16", f"--vitperf-floors={out}")
+    result.stdout.fnmatch_lines(["vit_tiny_patch16_224 * bf16 * *x [[]*, *] * pass (floor *x)*"])
+
+
+def test_floors_suggest_wants_intervals_and_never_overwrites_a_broken_file(
+    suite: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = suite.path / "blocks.json"
+    suite.runpytest(*FAST, "--vitperf-precisions=fp16,bf16", "--vitperf-rounds=0", f"--benchmark-json={run}")
+    assert main(["floors", "suggest", str(run)]) == 1
+    assert "no speedup with an interval in these runs" in capsys.readouterr().err
+
+    measured = suite.path / "rounds.json"
+    suite.runpytest(*FAST, "--vitperf-precisions=fp16,bf16", f"--benchmark-json={measured}")
+    broken = suite.path / "broken.json"
+    broken.write_text('{"schema": 1, "floors": [')
+    assert main(["floors", "suggest", str(measured), "--regression", "0.9", "--out", str(broken)]) == 2
+    assert "broken.json" in capsys.readouterr().err and broken.read_text() == '{"schema": 1, "floors": ['
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"judged_in": "watts"}, "judged_in must be 'time' or 'cycles'"),
+        ({"provenance": ["a run"]}, "provenance must be an object"),
+    ],
+)
+def test_a_floor_entry_says_its_unit_and_provenance_or_is_refused(tmp_path: Path, extra: dict, message: str) -> None:
+    entry = {"gpu": "*", "backend": "torch", "precision": "fp8", "min_speedup": 1.1}
+    path = tmp_path / "floors.json"
+    good = {**entry, "judged_in": "cycles", "provenance": {"command": "vitperf floors suggest a.json"}}
+    path.write_text(json.dumps({"schema": 1, "floors": [good]}))
+    (floor,) = FloorsFile.load(path).floors
+    assert floor.judged_in == "cycles" and floor.provenance == {"command": "vitperf floors suggest a.json"}
+    path.write_text(json.dumps({"schema": 1, "floors": [{**entry, **extra}]}))
+    with pytest.raises(FloorsFileError, match=message):
+        FloorsFile.load(path)
+
+
+def test_selfcheck_compares_the_plugins_timer_with_a_plain_loop(capsys: pytest.CaptureFixture[str]) -> None:
+    """On the CPU both time the host clock around the same engine: with a loose tolerance they agree; with fewer
+    than 3 rounds there is no interval, and the command says how to get one."""
+    assert main(["selfcheck", "--rounds", "4", "--slice-ms", "30", "--tolerance", "0.5"]) == 0
+    out = capsys.readouterr().out
+    assert "vitperf selfcheck: vit_tiny_patch16_224 fp32 batch 1" in out and "4 rounds ABBA" in out
+    assert "plugin / plain loop: " in out and "the timers agree within 50.0%" in out
+    assert main(["selfcheck", "--rounds", "2", "--slice-ms", "10"]) == 2
+    assert "run with --rounds 6 or more" in capsys.readouterr().out
+
+
+def test_export_writes_a_recipes_onnx(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "exports"
+    assert main(["export", "--model", "vit_tiny_patch16_224", "--precision", "fp16", "--out", str(out)]) == 0
+    (onnx_file,) = out.glob("*.onnx")
+    assert onnx_file.name == "vit_tiny_patch16_224-fp16-b1.onnx" and onnx_file.stat().st_size > 1_000_000
+    assert "vit_tiny_patch16_224-fp16-b1.onnx" in capsys.readouterr().out
