@@ -28,7 +28,8 @@ from pytest_vitperf.fixtures import (  # noqa: F401  (fixtures are registered by
     vitperf_plan,
     vitperf_session,
 )
-from pytest_vitperf.options import GPU_BENCH, add_options, settings_from_config
+from pytest_vitperf.options import GPU_BENCH, add_options
+from pytest_vitperf.options.resolve import settings_from_config
 from pytest_vitperf.session import VitperfSession
 from pytest_vitperf.workers import BALANCING, case_id, too_many_workers
 
@@ -226,7 +227,7 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     settings = settings_from_config(config)  # called before pytest_configure: no session yet
     if not settings.enabled:
         return None
-    from pytest_vitperf.session import visible_gpus
+    from pytest_vitperf.workers import visible_gpus
 
     return len(visible_gpus()) or 1
 

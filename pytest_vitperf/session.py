@@ -1,5 +1,5 @@
 """State for one pytest run: settings, the device and backend, engines, and what the run collects (measurements,
-speedup verdicts, baseline outcomes and writes). Deciding is done elsewhere: floor.py, baselines/gate.py."""
+speedup verdicts, baseline outcomes and writes). Deciding is done elsewhere: verdicts/."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from pytest_vitperf.measure.rounds import MAX_LOOKS, FamilyRun, RoundPlan
 from pytest_vitperf.verdicts.baselines.gate import Outcome, Write
 from pytest_vitperf.verdicts.floors import FLOORS_FILE, Floor, FloorsFile, Verdict
 from pytest_vitperf.verdicts.stats import family_wise
-from pytest_vitperf.workers import WorkerRecord, pin_gpu, share_host, worker_count, worker_index
+from pytest_vitperf.workers import WorkerRecord, pin_gpu, share_host, visible_gpus, worker_count, worker_index
 
 if TYPE_CHECKING:
     import torch
@@ -38,14 +38,6 @@ CPU_DEFAULTS = (("vit_tiny_patch16_224",), (1, 8))
 # 2000 ms gave 1.2% (docs/measurements/2026-11-21-timer-check.md).
 GPU_WARMUP_MS = 2000.0
 CPU_WARMUP_MS = 200.0
-
-
-def visible_gpus() -> list[str]:
-    """UUIDs of the CUDA GPUs this process may use (CUDA_VISIBLE_DEVICES applies); none on a CPU machine."""
-    import torch
-
-    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    return [f"GPU-{torch.cuda.get_device_properties(i).uuid}" for i in range(count)]
 
 
 class VitperfSession:
@@ -201,9 +193,7 @@ class VitperfSession:
             self._startup_s[model_name] = round(time.perf_counter() - start, 1)
         return self._models[model_name]
 
-    def engine(
-        self, model_name: str, precision: str, batch: int, backend: str | None = None, build: int = 0
-    ) -> Engine:
+    def engine(self, model_name: str, precision: str, batch: int, backend: str | None = None, build: int = 0) -> Engine:
         """The engine of `precision`, prepared once per session; `build` > 0 asks for another, separately built one
         (a family measures builds apart: two builds of one engine can differ)."""
         chosen = self.other_backend(backend)[0] if backend is not None else self.backend

@@ -63,6 +63,14 @@ def family_of(nodeid: str) -> str | None:
     return f"{m['model']}-b{m['batch']}" if m else None
 
 
+def visible_gpus() -> list[str]:
+    """UUIDs of the CUDA GPUs this process may use (CUDA_VISIBLE_DEVICES applies); none on a CPU machine."""
+    import torch
+
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return [f"GPU-{torch.cuda.get_device_properties(i).uuid}" for i in range(count)]
+
+
 def worker_index() -> int | None:
     """xdist worker number (gw3 -> 3), or None outside a worker."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")

@@ -1,6 +1,7 @@
 """The docs hold: every relative link in README.md, CHANGELOG.md, tools/README.md and docs/ resolves (file, and
 heading where a link names one), every command example in the README and the user guide parses (`vitperf` through
-its own parser, `pytest` by collecting), and every option of the plugin is in docs/options.md."""
+its own parser, `pytest` by collecting), every option of the plugin is in docs/options.md, and no module of the
+package is above 400 lines."""
 
 from __future__ import annotations
 
@@ -113,3 +114,10 @@ def test_the_readme_starts_with_the_two_commands_and_stays_short() -> None:
     lines = (REPO / "README.md").read_text().splitlines()
     assert len(lines) <= 200
     assert lines[2] == "```bash" and "pip install -e" in lines[3] and "--gpu-bench suites/" in lines[4]
+
+
+def test_every_module_of_the_package_stays_under_400_lines() -> None:
+    """Rooms small enough to read: a module that grows past 400 lines is split by what it serves."""
+    sizes = {p.relative_to(REPO): len(p.read_text().splitlines()) for p in (REPO / "pytest_vitperf").rglob("*.py")}
+    assert len(sizes) > 50
+    assert not {p: n for p, n in sizes.items() if n > 400}

@@ -4,4 +4,5 @@ import sys
 
 from pytest_vitperf.cli import main
 
-sys.exit(main())
+if __name__ == "__main__":  # importing the module (as the dependency check does) runs nothing
+    sys.exit(main())

@@ -1,27 +1,22 @@
-"""Command-line and ini options: their names, the table of them, and their resolution into Settings (the value
-parsers are in parsers.py).
+"""Command-line and ini options: their names and the table of them. resolve.py turns them into Settings, and
+parsers.py holds the value parsers.
 
 Kept free of heavy imports: `pytest --help` loads this module.
 """
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pytest_vitperf.core.precision import PRECISIONS
-from pytest_vitperf.core.settings import Settings
-from pytest_vitperf.hookspec import backend_names
 from pytest_vitperf.options.parsers import (
     choice,
     number,
     parse_batch_sizes,
-    parse_bool,
     parse_confidence,
     parse_delays,
     parse_exports,
@@ -336,83 +331,3 @@ def add_options(parser: pytest.Parser) -> None:
     )
     group.addoption(NO_CLOCKS, dest=_dest(CLOCKS), action="store_false", help="do not read GPU clocks.")
     parser.addini(_dest(CLOCKS), f"as {CLOCKS} (true/false)", default="true")
-
-
-_DEFAULTS = Settings()
-
-
-PATH_SETTINGS = ("cache_dir", "floors", "baseline_dir", "history", "export", "report")
-
-
-def _anchored(value: Any, base: Path) -> Any:
-    if isinstance(value, tuple):  # --vitperf-export's FORMAT=FILE pairs
-        return tuple((fmt, _anchored(path, base)) for fmt, path in value)
-    path = Path(value).expanduser()
-    return path if path.is_absolute() else base / path
-
-
-def _resolve(
-    config: pytest.Config,
-    dest: str,
-    parse: Callable[[str], Any],
-    flag: str,
-    default: Any,
-    ini: str = "",
-    is_path: bool = False,
-) -> Any:
-    """The command line's value, else the ini file's, else `default`. A relative path is taken from the folder
-    pytest was started in when given on the command line, from the ini file's folder when given there."""
-    cli = config.getoption(dest, default=None)
-    if cli is not None:
-        return _anchored(cli, config.invocation_params.dir) if is_path else cli
-    ini = ini or dest
-    raw = config.getini(ini)
-    if isinstance(raw, str) and raw.strip():
-        try:
-            value = parse(raw)
-        except argparse.ArgumentTypeError as exc:
-            raise pytest.UsageError(f"ini option {ini} (same as {flag}): {exc}") from None
-        return _anchored(value, config.inipath.parent if config.inipath else config.rootpath) if is_path else value
-    return default
-
-
-def settings_from_config(config: pytest.Config) -> Settings:
-    """The one place where options become values: suites and fixtures read `Settings`, never `getoption`."""
-    values: dict[str, Any] = {}
-    for opt in OPTIONS:
-        attr = opt.ini.removeprefix("vitperf_")
-        default = getattr(_DEFAULTS, attr)
-        values[attr] = _resolve(config, opt.ini, opt.parse, opt.flag, default, is_path=attr in PATH_SETTINGS)
-    values["enabled"] = _resolve(config, _dest(GPU_BENCH), parse_bool, GPU_BENCH, False, ini=GPU_BENCH_INI)
-    values["cuda_graph"] = _resolve(config, _dest(CUDA_GRAPH), parse_bool, CUDA_GRAPH, True)
-    values["clocks"] = _resolve(config, _dest(CLOCKS), parse_bool, CLOCKS, True)
-    for flag, _ in FLAGS:
-        values[_dest(flag).removeprefix("vitperf_")] = _resolve(config, _dest(flag), parse_bool, flag, False)
-
-    _check_names(config, values)
-    if values["inject_delay"] and values["update_baselines"]:
-        raise pytest.UsageError(
-            f"{INJECT_DELAY} makes engines slower on purpose; their times must not become baselines. Drop one of "
-            f"{INJECT_DELAY} and {UPDATE_BASELINES}"
-        )
-    root = Path(str(config.rootpath))
-    if values["baseline_dir"] is None and (root / "baselines").is_dir():
-        values["baseline_dir"] = root / "baselines"
-    return Settings(rootdir=root, **values)
-
-
-def _check_names(config: pytest.Config, values: dict[str, Any]) -> None:
-    """Precision and backend names, checked once conftest.py files have registered theirs."""
-    named = ((PRECISIONS_OPT, values["precisions"] or ()), (INJECT_DELAY, [p for p, _ in values["inject_delay"]]))
-    for flag, precisions in named:
-        bad = [n for n in precisions if n not in PRECISIONS]
-        if bad:
-            raise pytest.UsageError(
-                f"{flag} (ini option {_dest(flag)}): unknown precision {', '.join(map(repr, bad))}; "
-                f"valid: {', '.join(PRECISIONS)}"
-            )
-    names = ["auto", *backend_names(config)]
-    if values["backend"] not in names:
-        raise pytest.UsageError(
-            f"{BACKEND} (ini option {_dest(BACKEND)}): unknown backend {values['backend']!r}; valid: {', '.join(names)}"
-        )
