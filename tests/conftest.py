@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -38,6 +39,18 @@ def _heavy_imports_first() -> None:
     import torch  # noqa: F401
     from modelopt.onnx.autocast.convert import convert_to_f16  # noqa: F401
     from modelopt.torch._deploy.utils import get_onnx_bytes_and_metadata  # noqa: F401
+
+
+@pytest.fixture(autouse=True)
+def _registry_restored() -> Iterator[None]:
+    """pytester runs in this process: what an inner run's conftest.py registers is removed after the test, so that
+    no later test sees another test's precisions."""
+    from pytest_vitperf.core.precision import PRECISIONS, unregister
+
+    before = set(PRECISIONS)
+    yield
+    for name in set(PRECISIONS) - before:
+        unregister(name)
 
 
 @pytest.fixture

@@ -4,11 +4,9 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 
 import pytest
 
-from pytest_vitperf.core.precision import PRECISIONS, unregister
 from tests.conftest import FAST
 
 # An INT8 variant that runs on the CPU: the same Model Optimizer calibration and real `torch._int_mm` Linears as
@@ -116,17 +114,8 @@ def _rows(result: pytest.RunResult) -> dict[str, dict[str, str]]:
     return out
 
 
-@pytest.fixture
-def registry_restored() -> Iterator[None]:
-    """pytester runs in this process: what an inner run's conftest.py registers is removed after the test."""
-    before = set(PRECISIONS)
-    yield
-    for name in set(PRECISIONS) - before:
-        unregister(name)
-
-
 def test_a_variant_registered_in_a_conftest_is_benchmarked_against_fp16(
-    suite: pytest.Pytester, registry_restored: None
+    suite: pytest.Pytester
 ) -> None:
     suite.makeconftest(VARIANT)
     result = suite.runpytest(*FAST, "--vitperf-precisions=fp16,int8-cpu,fp16-vs-fp32", "-rs")

@@ -84,8 +84,8 @@ def test_floor_above_the_speedup_fails_with_both_medians_and_the_fix(suite: pyte
         [
             "*bf16 is *x faster than fp16, below the floor 1000.00x (time, *x [[]*, *] at 98.33%) [[]test]",
             "*in time *x [[]*, *] at 95% over 3 rounds",
-            "*fp16 median * ms (n=15, CoV *)",
-            "*bf16 median * ms (n=15, CoV *)",
+            "*fp16 median * ms (n=24, CoV *)",
+            "*bf16 median * ms (n=24, CoV *)",  # 3 rounds of 8 turns
             "*vit_tiny_patch16_224 batch 1, torch 2.*",
             "*lower the floor in the floors file; to re-measure run:",
             "*pytest --gpu-bench 'test_vit_latency.py::test_latency?vit_tiny_patch16_224-b1-bf16?'",

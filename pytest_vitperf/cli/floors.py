@@ -72,8 +72,10 @@ def _unit(by_unit: dict[str, list[Any]], asked: str) -> str:
 
 
 def _suggest(args: argparse.Namespace) -> int:
-    from pytest_vitperf.verdicts.floors import suggest
+    from pytest_vitperf.verdicts.floors import FloorsFile, suggest
 
+    if args.out is not None and args.out.exists():
+        FloorsFile.load(args.out)  # a broken file is refused before any work, and never overwritten
     found = _intervals(args.runs, args.confidence)
     if not found:
         print("vitperf floors suggest: no speedup with an interval in these runs; measure in rounds with: "
@@ -121,7 +123,7 @@ def _merge(path: Path, entries: list[dict[str, Any]]) -> None:
 
     old: list[dict[str, Any]] = []
     if path.exists():
-        FloorsFile.load(path)  # a broken file is refused with its reason, never overwritten
+        FloorsFile.load(path)  # checked again: it may have changed while the runs were read
         old = json.loads(path.read_text(encoding="utf-8"))["floors"]
 
     def key(e: dict[str, Any]) -> tuple[Any, ...]:
