@@ -54,7 +54,11 @@ def _registry_restored() -> Iterator[None]:
 
 
 @pytest.fixture
-def suite(pytester: pytest.Pytester) -> pytest.Pytester:
-    """A pytester directory holding the real latency suite (no floors file)."""
+def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """A pytester directory holding the real latency suite (no floors file). Its runs are not xdist workers, even
+    when `pytest -n` runs this test: pytest-benchmark turns itself off where PYTEST_XDIST_WORKER is set, and
+    --benchmark-json would stay unwritten."""
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    monkeypatch.delenv("PYTEST_XDIST_WORKER_COUNT", raising=False)
     pytester.makepyfile(test_vit_latency=SUITE.read_text())
     return pytester

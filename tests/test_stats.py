@@ -219,3 +219,13 @@ def test_intervals_with_build_spread_cover_a_precisions_speedup_as_often_as_they
 def test_a_spread_of_zero_keeps_the_rounds_interval() -> None:
     ref, cand = [[0.0, 0.01, -0.01, 0.005]], [[-0.2, -0.19, -0.21, -0.2]]
     assert nested_interval(ref, cand, BuildSpread(0.0, 4)) == nested_interval(ref, cand, None)
+
+
+def test_an_interval_at_an_extreme_confidence_opens_to_infinity_instead_of_raising() -> None:
+    """Three rounds at 1 - 3.3e-7 (a run of many floors and looks): the t quantile with 2 degrees of freedom is about
+    1700, and exp of the upper bound is past the float range. The interval is [0, inf], which no floor can pass or
+    fail; seen in a run of the A/A family on a busy CPU."""
+    ref, cand = [[4.049, 4.626, 3.854]], [[4.298, 3.806, 4.514]]
+    got = nested_interval(ref, cand, None, 1 - 3.3e-7)
+    assert got is not None and got.low == 0.0 and got.high == math.inf
+    assert against_floor(got, 1.0) == UNKNOWN
