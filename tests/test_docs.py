@@ -72,6 +72,13 @@ def test_every_relative_link_resolves(page: Path) -> None:
     assert not broken, f"{page.relative_to(REPO)} has broken links:\n" + "\n".join(broken)
 
 
+def test_every_source_path_named_in_the_pages_exists() -> None:
+    """A module named by its path (`pytest_vitperf/verdicts/floors.py`) must still be there after a move."""
+    named = {m for page in PAGES for m in re.findall(r"pytest_vitperf/[\w/]+\.py", page.read_text())}
+    assert len(named) > 5
+    assert not sorted(m for m in named if not (REPO / m).exists())
+
+
 @pytest.mark.parametrize("page", GUIDE, ids=lambda p: str(p.relative_to(REPO)))
 def test_every_vitperf_example_parses(page: Path, capsys: pytest.CaptureFixture[str]) -> None:
     parser = build_parser()

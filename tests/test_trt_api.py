@@ -1,7 +1,7 @@
 """The TensorRT API the backend calls, held against TensorRT's real bindings (10.16 and 11.4, downloaded from the
 package index and cached; skipped with the reason where the index cannot be reached) and against tensorrt_rtx by
 introspection. A renamed or removed API fails here, though TensorRT itself cannot run on this machine. What this proves
-and what it does not: README, "The TensorRT path without TensorRT"."""
+and what it does not: docs/backends.md, "The TensorRT path without TensorRT"."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Several xdist workers: a family (model, batch) stays on one worker, one worker per device, one reference per
 family, and one merged summary, baselines table and pytest-benchmark JSON. Two workers on the CPU run the logic; the
-GPU pinning itself can only run on a machine with two GPUs (README, "Several GPUs")."""
+GPU pinning itself can only run on a machine with two GPUs (docs/several-gpus.md)."""
 
 from __future__ import annotations
 
