@@ -193,30 +193,28 @@ def nested_interval(
     confidence: float = CONFIDENCE,
 ) -> Interval | None:
     """The ratio exp(mean log reference - mean log candidate) of builds x rounds log values taken in the same rounds:
-    Student's t on the rounds' differences of build means, its variance widened by the builds' (spread.var for each
-    build, divided by the builds averaged), with Satterthwaite's degrees of freedom."""
+    Student's t on the rounds' differences of build means (log_ratio_interval), its variance widened by the builds'
+    (spread.var for each build, divided by the builds averaged), with Satterthwaite's degrees of freedom."""
     r = min(len(b) for b in (*reference, *candidate))
     diffs = [
         math.fsum(b[i] for b in reference) / len(reference) - math.fsum(b[i] for b in candidate) / len(candidate)
         for i in range(r)
     ]
     diffs = [d for d in diffs if math.isfinite(d)]
+    v_builds = spread.var * (1 / len(reference) + 1 / len(candidate)) if spread is not None else 0.0
+    if spread is None or v_builds == 0.0:
+        return log_ratio_interval(diffs, confidence)
     n = len(diffs)
     if n < 3:
         return None
     mean = math.fsum(diffs) / n
     sd = math.sqrt(math.fsum((d - mean) ** 2 for d in diffs) / (n - 1))
     v_rounds = sd * sd / n
-    v_builds = spread.var * (1 / len(reference) + 1 / len(candidate)) if spread is not None else 0.0
     var = v_rounds + v_builds
-    if var == 0.0:
-        e = math.exp(mean)
-        return Interval(e, e, e, confidence, n, 0.0, 1.0 if mean == 0 else 0.0, T_ON_LOG_RATIOS)
-    terms = v_rounds**2 / (n - 1) + (v_builds**2 / spread.df if spread is not None and v_builds > 0 else 0.0)
-    df = var**2 / terms if terms > 0 else float(n - 1)
+    df = var**2 / (v_rounds**2 / (n - 1) + v_builds**2 / spread.df)
     from scipy.stats import t
 
     half = float(t.ppf(1 - (1 - confidence) / 2, df)) * math.sqrt(var)
     p = float(2 * t.sf(abs(mean) / math.sqrt(var), df))
-    method = T_ON_LOG_RATIOS if v_builds == 0 else f"{T_ON_LOG_RATIOS} and the spread of {len(reference)} builds"
+    method = f"{T_ON_LOG_RATIOS} and the spread of {len(reference)} builds"
     return Interval(math.exp(mean), _exp(mean - half), _exp(mean + half), confidence, n, sd, p, method)
