@@ -47,7 +47,13 @@ def test_floors_suggest_turns_runs_into_floors_the_next_run_judges_with(suite: p
     assert bf16["judged_in"] == "time" and bf16["backend"] == "torch" and bf16["batch"] == 1
     assert len(bf16["provenance"]["runs"]) == 2 and len(bf16["provenance"]["intervals"]) == 2
     assert all(lo >= bf16["min_speedup"] for lo, _ in bf16["provenance"]["intervals"])
+    assert bf16["provenance"]["command"].startswith("vitperf floors suggest --regression 0.9 --unit time")
     FloorsFile.load(out)
+    # Only the precisions asked for; the others keep their entries.
+    assert main([*args[:2], *map(str, runs), "--regression", "0.9", "--precisions", "fp32", "--out", str(out)]) == 0
+    entries = {e["precision"]: e for e in json.loads(out.read_text())["floors"]}
+    assert "--precisions fp32 " in entries["fp32"]["provenance"]["command"]
+    assert entries["bf16"]["provenance"] == bf16["provenance"]
     result = suite.runpytest(*FAST, "--vitperf-precisions=fp32,fp16,bf16", f"--vitperf-floors={out}")
     result.stdout.fnmatch_lines(["vit_tiny_patch16_224 * bf16 * *x [[]*, *] * pass (floor *x)*"])
 
@@ -59,6 +65,9 @@ def test_floors_suggest_wants_intervals_and_never_overwrites_a_broken_file(
     suite.runpytest(*FAST, "--vitperf-precisions=fp16,bf16", "--vitperf-rounds=0", f"--benchmark-json={run}")
     assert main(["floors", "suggest", str(run)]) == 1
     assert "no speedup with an interval in these runs" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["floors", "suggest", str(run), "--precisions", "fp8,fp9"])
+    assert "'fp9'" in capsys.readouterr().err
 
     measured = suite.path / "rounds.json"
     suite.runpytest(*FAST, "--vitperf-precisions=fp16,bf16", f"--benchmark-json={measured}")

@@ -24,6 +24,12 @@ def precision(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def precisions(text: str) -> tuple[str, ...]:
+    from pytest_vitperf.options.parsers import parse_precisions
+
+    return tuple(precision(name) for name in parse_precisions(text))
+
+
 def backend_version(text: str) -> tuple[str, str]:
     backend, sep, version = text.partition("/")
     if not sep or not backend or not version:

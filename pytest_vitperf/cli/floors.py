@@ -16,6 +16,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from pytest_vitperf.cli import argtypes
 from pytest_vitperf.report.tables import table
 
 UNITS = ("auto", "time", "cycles")
@@ -82,9 +83,16 @@ def _suggest(args: argparse.Namespace) -> int:
               "pytest --gpu-bench suites/ --benchmark-json run.json", file=sys.stderr)  # fmt: skip
         return 1
     runs = [_run_facts(p) for p in args.runs]
+    # The whole command, so that an entry can be made again as it was.
+    command = " ".join(["vitperf floors suggest", f"--regression {args.regression:g}", f"--unit {args.unit}",
+                        f"--confidence {args.confidence:g}"]
+                       + ([f"--precisions {','.join(args.precisions)}"] if args.precisions else [])
+                       + [str(p) for p in args.runs])  # fmt: skip
     entries, rows = [], []
     for key, by_unit in sorted(found.items(), key=str):
         gpu, backend, version, model, batch, precision = key
+        if args.precisions and precision not in args.precisions:
+            continue
         unit = _unit(by_unit, args.unit)
         intervals = by_unit.get(unit, [])
         if not intervals:
@@ -100,7 +108,7 @@ def _suggest(args: argparse.Namespace) -> int:
             "precision": precision, "min_speedup": round(s.floor, 3), "judged_in": unit,
             "source": f"{len(intervals)} run(s): {seen} in {unit} ({args.confidence:.0%} intervals)",
             "provenance": {
-                "command": "vitperf floors suggest " + " ".join(str(p) for p in args.runs),
+                "command": command,
                 "runs": runs,
                 "intervals": [[round(i.low, 4), round(i.high, 4)] for i in intervals],
                 "rule": f"midway between the lowest lower bound and what a {s.regression:.0%} slower candidate "
@@ -151,5 +159,6 @@ def add(sub: Any) -> None:
     sug.add_argument("--regression", type=float, default=0.05, help="the slowdown a floor must catch (0.05)")
     sug.add_argument("--unit", choices=UNITS, default="auto", help="judge in time, cycles, or the steadier (auto)")
     sug.add_argument("--confidence", type=_confidence, default=0.95, help="of the runs' intervals (0.95)")
+    sug.add_argument("--precisions", type=argtypes.precisions, help="only these, comma-separated (all)")
     sug.add_argument("--out", type=Path, help="merge the entries into this floors file (created if absent)")
     sug.set_defaults(func=_suggest)
