@@ -15,7 +15,7 @@ from pytest_vitperf.session import VitperfSession
 def finish(session: pytest.Session, vs: VitperfSession) -> None:
     """pytest_sessionfinish: each process writes the baselines it measured (the store's lock merges them); a worker
     hands its results to the controller; the controller, holding every worker's, writes the rest."""
-    if vs.settings.update_baselines:
+    if vs.settings.update_baselines or vs.settings.record_run:
         write_baselines(vs)
     workeroutput = getattr(session.config, "workeroutput", None)
     if workeroutput is not None:
@@ -26,14 +26,25 @@ def finish(session: pytest.Session, vs: VitperfSession) -> None:
     write_exports(vs)
     if vs.settings.report is not None and vs.measurements:
         write_report(vs)
+    if settle(vs) and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
     failed_write = bool(vs.history_error or vs.export_errors or vs.lost_workers)
     failed_write |= any(w.error is not None for w in vs.writes)
     if failed_write and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+def settle(vs: VitperfSession) -> bool:
+    """The baseline verdicts over the whole matrix (gate.settle_outcomes); True when a regression fails the run."""
+    from pytest_vitperf.verdicts.baselines.gate import REGRESSION, settle_outcomes
+
+    s = vs.settings
+    vs.outcomes = settle_outcomes(vs.outcomes, s.false_alarm, updating=s.update_baselines or s.record_run)
+    return any(o.failure == REGRESSION for o in vs.outcomes)
+
+
 def write_baselines(vs: VitperfSession) -> None:
-    """Write or refresh the baselines of what this process measured."""
+    """Write or refresh the baselines of what this process measured, or (--vitperf-record-run) add it as a run."""
     from pytest_vitperf.verdicts.baselines.gate import measured_provenance, to_baseline, write
 
     if vs.baselines is None:
@@ -41,7 +52,8 @@ def write_baselines(vs: VitperfSession) -> None:
     for key, m in vs.measurements.items():
         nodeid = vs.measured_by(key)
         if nodeid is not None:
-            vs.writes.append(write(vs.baselines, to_baseline(m, vs.environment, measured_provenance(m, nodeid))))
+            baseline = to_baseline(m, vs.environment, measured_provenance(m, nodeid))
+            vs.writes.append(write(vs.baselines, baseline, keep_value=vs.settings.record_run))
 
 
 def write_history(vs: VitperfSession) -> None:

@@ -132,6 +132,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     vs = get_session(session.config)
+    vs.rows_gated = sum(1 for item in session.items if item.get_closest_marker(MARKER) is not None)
     if vs.settings.enabled:
         from pytest_vitperf.fixtures.family import collected
 
@@ -162,7 +163,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         from pytest_vitperf.report.baselines import baseline_summary
 
         tr.write_sep("-", f"vitperf baselines ({session.settings.baseline_dir})")
-        for line in baseline_summary(session.outcomes, session.writes):
+        for line in baseline_summary(session.outcomes, session.writes, session.settings.false_alarm):
             tr.write_line(line)
 
 

@@ -69,6 +69,7 @@ class VitperfSession:
         self.families: dict[tuple[str, int, str], FamilyRun] = {}  # (model, batch, backend) -> what its rounds gave
         self.members_of: dict[tuple[str, int], dict[str, str]] = {}  # (model, batch) -> precision -> test node id
         self.floors_judged = 0  # floors the collected tests will judge: they share the run's confidence
+        self.rows_gated = 0  # benchmark tests collected: the baseline gate's rows share its false-alarm rate
         self.seed = settings.seed if settings.seed is not None else secrets.randbelow(2**31)
 
     # -- where we run ---------------------------------------------------------------------------

@@ -32,13 +32,16 @@ class Settings:
     history: Path | None = None
     export: tuple[tuple[str, Path], ...] = ()
     report: Path | None = None
-    regression_threshold: float = 0.05
+    regression_threshold: float = 0.03
+    false_alarm: float = 0.05
+    board_spread: float = 0.02
     noise_threshold: float = NOISY_COV
     max_noise: float | None = None
     accuracy_bound: dict[str, float] | None = None
     timeout_ms: float = 15000.0
     update_baselines: bool = False
     strict: bool = False
+    record_run: bool = False
     kernels: bool = False
     cold: bool = False
     share_devices: bool = False

@@ -65,6 +65,9 @@ CONFIDENCE = "--vitperf-confidence"
 INCONCLUSIVE = "--vitperf-inconclusive"
 SEED = "--vitperf-seed"
 INJECT_DELAY = "--vitperf-inject-delay"
+FALSE_ALARM = "--vitperf-false-alarm"
+BOARD_SPREAD = "--vitperf-board-spread"
+RECORD_RUN = "--vitperf-record-run"
 
 INCONCLUSIVE_OUTCOMES = ("warn", "xfail", "fail")
 
@@ -179,8 +182,22 @@ OPTIONS: tuple[_Option, ...] = (
         THRESHOLD,
         parse_threshold,
         "REL",
-        "latency change beyond which a significant difference from the baseline counts (0.05 or 5%%). "
-        "Per test: @pytest.mark.vitperf_threshold(0.10). Default: 0.05.",
+        "the practical threshold: a change from the baseline smaller than this is never a regression or an "
+        "improvement, however clear (0.03 or 3%%). Per test: @pytest.mark.vitperf_threshold(0.10). Default: 0.03.",
+    ),
+    _Option(
+        FALSE_ALARM,
+        parse_threshold,
+        "RATE",
+        "the baseline gate's false-alarm rate: Benjamini-Hochberg holds the run's rows at this rate, so an "
+        "identical rerun flags anything at most this often (0.05 or 5%%). Default: 0.05.",
+    ),
+    _Option(
+        BOARD_SPREAD,
+        parse_threshold,
+        "REL",
+        "the spread (sd of log latency) assumed between boards of one GPU model, added when a row's runs were made "
+        "on another board (its GPU UUID differs), where the row is judged in cycles. Default: 0.02, from two H100s.",
     ),
     _Option(
         MAX_NOISE,
@@ -273,6 +290,11 @@ OPTIONS: tuple[_Option, ...] = (
 FLAGS = (
     (UPDATE_BASELINES, "write or refresh the baselines of what this run measures, and report what changed."),
     (STRICT, "fail tests whose measurement has no baseline, instead of reporting it."),
+    (
+        RECORD_RUN,
+        "add this run's medians to their baselines' runs, keeping the baselines' values: the runs give the spread "
+        "between processes that the gate judges with (`vitperf calibrate` runs this K times).",
+    ),
     (
         KERNELS,
         "after each measurement, profile it once more and print where the time goes (GEMM, attention, "

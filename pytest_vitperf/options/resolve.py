@@ -17,12 +17,14 @@ from pytest_vitperf.options import (
     BACKEND,
     CLOCKS,
     CUDA_GRAPH,
+    FALSE_ALARM,
     FLAGS,
     GPU_BENCH,
     GPU_BENCH_INI,
     INJECT_DELAY,
     OPTIONS,
     PRECISIONS_OPT,
+    RECORD_RUN,
     UPDATE_BASELINES,
     _dest,
 )
@@ -80,11 +82,16 @@ def settings_from_config(config: pytest.Config) -> Settings:
         values[_dest(flag).removeprefix("vitperf_")] = _resolve(config, _dest(flag), parse_bool, flag, False)
 
     _check_names(config, values)
-    if values["inject_delay"] and values["update_baselines"]:
+    writes = [f for f, on in ((UPDATE_BASELINES, values["update_baselines"]), (RECORD_RUN, values["record_run"])) if on]
+    if values["inject_delay"] and writes:
         raise pytest.UsageError(
             f"{INJECT_DELAY} makes engines slower on purpose; their times must not become baselines. Drop one of "
-            f"{INJECT_DELAY} and {UPDATE_BASELINES}"
+            f"{INJECT_DELAY} and {writes[0]}"
         )
+    if len(writes) == 2:
+        raise pytest.UsageError(f"{UPDATE_BASELINES} writes new baselines, {RECORD_RUN} adds runs to the old: pick one")
+    if not 0 < values["false_alarm"] < 1:
+        raise pytest.UsageError(f"{FALSE_ALARM}: a rate between 0 and 1, e.g. 5%, got {values['false_alarm']!r}")
     root = Path(str(config.rootpath))
     if values["baseline_dir"] is None and (root / "baselines").is_dir():
         values["baseline_dir"] = root / "baselines"

@@ -130,11 +130,86 @@ def detectable_change(sd_log: float, n: int, confidence: float = CONFIDENCE, pow
     two-sided test at `confidence`: (t_{1-a/2} + t_{power}) sd / sqrt(n), as a ratio minus 1. inf below 3."""
     if n < 3:
         return math.inf
+    return _detectable(sd_log / math.sqrt(n), n - 1, 1 - confidence, power)
+
+
+def _detectable(se: float, df: float, level: float, power: float) -> float:
     from scipy.stats import t
 
-    df = n - 1
-    shift = (float(t.ppf(1 - (1 - confidence) / 2, df)) + float(t.ppf(power, df))) * sd_log / math.sqrt(n)
-    return math.expm1(shift)
+    return math.expm1((float(t.ppf(1 - level / 2, df)) + float(t.ppf(power, df))) * se)
+
+
+# -- one run against the runs before it: the spread between processes ----------------------------------------------
+# A stored baseline is judged by runs, not samples: each fresh process gives one median, and the runs recorded on a
+# row (`vitperf calibrate`, --vitperf-record-run) give the spread between processes that a new run must stand out
+# from. A new run x against the mean m of n earlier runs with spread s: (log x - log m) / (s sqrt(1 + 1/n)) follows
+# Student's t with the spread's degrees of freedom (a prediction interval). On another board of the same model the
+# boards' own spread adds 2 b^2 (both boards are draws), taken as known (docs/baselines.md).
+
+
+@dataclass(frozen=True)
+class Spread:
+    """The spread between runs of one row: `sd_log` with `df` degrees of freedom, pooled over the groups of runs that
+    share a board and a baseline (a refreshed baseline starts a new group); `n_reference` runs make the reference;
+    `board_sd` is the assumed spread between boards, 0 on the board that made the runs."""
+
+    sd_log: float
+    df: float
+    n_reference: int
+    board_sd: float = 0.0
+
+    @property
+    def _var_runs(self) -> float:
+        return self.sd_log**2 * (1 + 1 / self.n_reference)
+
+    @property
+    def se(self) -> float:
+        """The standard error of log(new run / reference)."""
+        return math.sqrt(self._var_runs + 2 * self.board_sd**2)
+
+    @property
+    def df_total(self) -> float:
+        """Satterthwaite's degrees of freedom, the board term known (infinite df)."""
+        if self._var_runs == 0.0:
+            return math.inf
+        return self.se**4 / (self._var_runs**2 / self.df)
+
+    def p_value(self, log_change: float) -> float:
+        """Two-sided: how often runs of an unchanged row differ from the reference by this much or more."""
+        from scipy.stats import t
+
+        if self.se == 0.0:
+            return 1.0 if log_change == 0 else 0.0
+        return float(2 * t.sf(abs(log_change) / self.se, self.df_total))
+
+    def bound(self, level: float) -> float:
+        """The relative change an unchanged row exceeds with probability `level` (two-sided), e.g. 0.021: +2.1%."""
+        from scipy.stats import t
+
+        return math.expm1(float(t.ppf(1 - level / 2, self.df_total)) * self.se)
+
+    def detectable(self, level: float, power: float = 0.8) -> float:
+        """The smallest slowdown flagged at `level` with probability `power`."""
+        return _detectable(self.se, self.df_total, level, power)
+
+    def to_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+
+def pooled_spread(groups: Sequence[Sequence[float]], n_reference: int, board_sd: float = 0.0) -> Spread | None:
+    """The spread of log run values pooled over groups (each group's runs around their own mean). None below 2
+    degrees of freedom in all (3 runs of one group, or 2 of each of two): too few to judge with."""
+    ss, df = 0.0, 0
+    for g in groups:
+        xs = [x for x in g if math.isfinite(x)]
+        if len(xs) < 2:
+            continue
+        mean = math.fsum(xs) / len(xs)
+        ss += math.fsum((x - mean) ** 2 for x in xs)
+        df += len(xs) - 1
+    if df < 2 or n_reference < 1:
+        return None
+    return Spread(math.sqrt(ss / df), df, n_reference, board_sd)
 
 
 # -- engines built more than once: the spread between builds ------------------------------------------------------

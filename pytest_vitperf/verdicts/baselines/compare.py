@@ -1,92 +1,134 @@
-"""Comparing a measurement with its baseline.
+"""Comparing a run with its baseline: does this run's median stand out from the row's earlier runs by more than
+processes of an unchanged row do?
 
-A regression needs both a relative slowdown above the threshold (default 5%) and statistical significance:
-a two-sided Mann-Whitney U test on the raw samples with p < 0.01. A baseline without raw samples (published
-numbers) is judged on the threshold alone, and the comparison says so. Improvements beyond the threshold are
-reported the same way, suggesting a refresh. Like asv, both conditions are required: a tiny but significant
-shift, or a large but noisy one, is not a regression.
+A row's runs (one median per fresh process: from `vitperf calibrate`, --vitperf-record-run and every refresh) give
+the spread between processes. The samples inside one run are not independent of one another, and take no part: a
+Mann-Whitney test on them gave p = 0 for changes of 0.2%. A change is a regression or an improvement when both
+- it is larger than the practical threshold (3% by default), and
+- it stands out from the spread: a t test of the run against the prediction interval of the earlier runs, with
+  the p-values of the whole matrix held at a false-alarm rate by Benjamini-Hochberg (`settle`).
+With too few runs to know the spread, the verdict is unknown and says how many runs there are. On another board of
+the same model the boards' spread is added, and the row is judged in cycles where both sides recorded clocks.
+The arithmetic, with numbers, is in docs/baselines.md.
 """
 
 from __future__ import annotations
 
+import math
+from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from pytest_vitperf.verdicts.stats import false_discoveries, pooled_spread
 
 if TYPE_CHECKING:
-    from pytest_vitperf.verdicts.baselines.store import Baseline
+    from pytest_vitperf.verdicts.baselines.store import Baseline, Run
 
-THRESHOLD = 0.05
-ALPHA = 0.01
+THRESHOLD = 0.03  # the practical threshold: a change smaller than this is never worth a red nightly
+FALSE_ALARM = 0.05  # Benjamini-Hochberg's rate over a run's rows; under A/A, the chance that a run flags anything
+BOARD_SPREAD = 0.02  # the sd of log latency between boards of one model, assumed (docs/baselines.md)
 
 REGRESSION = "regression"
 IMPROVEMENT = "improvement"
-UNCHANGED = "unchanged"
-CLOCK = "clock"  # slower in time beyond the threshold, but not in cycles (time x SM clock): the clock moved
+WITHIN_NOISE = "within noise"
+UNKNOWN = "unknown"
+SAME_BOARD, OTHER_BOARD = "same board", "another board"
+TIME, CYCLES = "time", "cycles"
 
 
 @dataclass(frozen=True)
 class Comparison:
-    baseline_ms: float
+    baseline_ms: float  # the reference: the geometric mean of the current baseline's runs, else its stored value
     current_ms: float
     statistic: str  # median or mean, as the baseline stores it
-    threshold: float
-    p_value: float | None  # None: no raw samples on one side, threshold only
-    change: str  # REGRESSION, IMPROVEMENT, UNCHANGED or (baselines/gate.py) CLOCK
-
-    @property
-    def delta(self) -> float:
-        """Relative change of latency: +0.10 is 10% slower."""
-        return self.current_ms / self.baseline_ms - 1
+    threshold: float  # the practical threshold
+    change: str  # REGRESSION, IMPROVEMENT, WITHIN_NOISE or UNKNOWN
+    delta: float  # the relative change in `unit`: +0.10 is 10% slower
+    unit: str = TIME
+    runs: int = 0  # the runs the spread came from
+    board: str = ""  # SAME_BOARD, OTHER_BOARD, or "" where no GPU UUID was recorded
+    sd_log: float | None = None  # None: the spread is unknown
+    p_value: float | None = None
+    noise: float | None = None  # the change an unchanged row exceeds at the row's level
+    detectable: float | None = None  # the smallest slowdown this row flags (80% power), at least the threshold
+    level: float = FALSE_ALARM  # the two-sided level the row was judged at
 
     @property
     def method(self) -> str:
-        return "threshold only: no raw samples" if self.p_value is None else "Mann-Whitney U"
+        if self.sd_log is None:
+            return f"spread unknown: {self.runs} run(s)"
+        where = f", {self.board}" if self.board else ""
+        return f"t on {self.runs} runs{where}, in {self.unit}"
 
 
-def mann_whitney_p(a: Sequence[float], b: Sequence[float]) -> float:
-    from scipy.stats import mannwhitneyu
+def decide(delta: float, significant: bool, threshold: float) -> str:
+    if not significant or abs(delta) <= threshold:
+        return WITHIN_NOISE
+    return REGRESSION if delta > 0 else IMPROVEMENT
 
-    if len(set(a)) == 1 and len(set(b)) == 1:
-        return 1.0 if a[0] == b[0] else 0.0  # scipy warns on constant samples; the answer is clear
-    return float(mannwhitneyu(a, b, alternative="two-sided").pvalue)
+
+def _log(run: Run, cycles: bool) -> float:
+    return math.log(run.kcycles if cycles and run.kcycles else run.median_ms)
 
 
 def compare(
-    baseline_ms: float,
+    baseline: Baseline,
     current_ms: float,
     *,
-    statistic: str = "median",
-    baseline_samples: Sequence[float] = (),
-    current_samples: Sequence[float] = (),
+    current_mhz: float | None = None,
+    gpu_uuid: str = "",
     threshold: float = THRESHOLD,
-    alpha: float = ALPHA,
+    level: float = FALSE_ALARM,
+    board_spread: float = BOARD_SPREAD,
+    threshold_only: bool = False,
 ) -> Comparison:
+    """`current_ms` against the baseline's runs. `level` is the row's own two-sided level: the run's rate over its
+    rows (Bonferroni) for a verdict taken at once, which `settle` then refines over the matrix. `threshold_only`
+    judges rows of unknown spread by the threshold alone (the upgrade report of published numbers) and says so."""
     if not threshold >= 0:
         raise ValueError(f"threshold must be >= 0, got {threshold!r}")
-    if not (baseline_ms > 0 and current_ms > 0):
-        raise ValueError(f"latencies must be positive, got baseline {baseline_ms!r} and current {current_ms!r}")
-    p = None
-    if len(baseline_samples) > 1 and len(current_samples) > 1:
-        p = mann_whitney_p(list(current_samples), list(baseline_samples))
-    significant = p is None or p < alpha
-    delta = current_ms / baseline_ms - 1
-    if delta > threshold and significant:
-        change = REGRESSION
-    elif delta < -threshold and significant:
-        change = IMPROVEMENT
-    else:
-        change = UNCHANGED
-    return Comparison(baseline_ms, current_ms, statistic, threshold, p, change)
+    if not (baseline.value > 0 and current_ms > 0):
+        raise ValueError(f"latencies must be positive, got baseline {baseline.value!r} and current {current_ms!r}")
+    runs = list(baseline.runs)
+    same = [r for r in runs if gpu_uuid and r.gpu_uuid == gpu_uuid]
+    board = SAME_BOARD if same else OTHER_BOARD if gpu_uuid and any(r.gpu_uuid for r in runs) else ""
+    pool = same or runs
+    cycles = board == OTHER_BOARD and bool(current_mhz) and all(r.sm_mhz for r in pool)
+    if not pool:
+        delta = current_ms / baseline.value - 1
+        change = decide(delta, True, threshold) if threshold_only else UNKNOWN
+        return Comparison(baseline.value, current_ms, baseline.statistic, threshold, change, delta, level=level)
+    newest = max(r.group for r in pool)
+    reference = [r for r in pool if r.group == newest]
+    groups: dict[tuple[str, int], list[float]] = defaultdict(list)
+    for r in pool:
+        groups[(r.gpu_uuid, r.group)].append(_log(r, cycles))
+    spread = pooled_spread(list(groups.values()), len(reference), board_spread if board == OTHER_BOARD else 0.0)
+    ref_ms = math.exp(math.fsum(math.log(r.median_ms) for r in reference) / len(reference))
+    ref_log = math.fsum(_log(r, cycles) for r in reference) / len(reference)
+    current = math.log(current_ms * current_mhz) if cycles and current_mhz else math.log(current_ms)
+    delta = math.expm1(current - ref_log)
+    facts: dict[str, Any] = {"unit": CYCLES if cycles else TIME, "runs": len(pool), "board": board, "level": level}
+    if spread is None:
+        change = decide(delta, True, threshold) if threshold_only else UNKNOWN
+        return Comparison(ref_ms, current_ms, "median", threshold, change, delta, **facts)
+    p = spread.p_value(current - ref_log)
+    return Comparison(
+        ref_ms, current_ms, "median", threshold, decide(delta, p <= level, threshold), delta, **facts,
+        sd_log=spread.sd_log, p_value=p, noise=spread.bound(level),
+        detectable=max(threshold, spread.detectable(level)),
+    )  # fmt: skip
 
 
-def compare_to(baseline: Baseline, current_ms: float, current_samples: Sequence[float], threshold: float) -> Comparison:
-    """`current_ms` (the baseline's statistic) and its samples against a stored baseline."""
-    return compare(
-        baseline.value,
-        current_ms,
-        statistic=baseline.statistic,
-        baseline_samples=baseline.samples,
-        current_samples=current_samples,
-        threshold=threshold,
-    )
+def settle(comparisons: Sequence[Comparison | None], rate: float = FALSE_ALARM) -> list[Comparison | None]:
+    """The verdicts of a whole matrix: Benjamini-Hochberg at `rate` over every row with a p-value, then the practical
+    threshold. Under A/A the chance that any row is flagged is at most `rate`."""
+    judged = [i for i, c in enumerate(comparisons) if c is not None and c.p_value is not None]
+    significant = false_discoveries([comparisons[i].p_value for i in judged], rate)  # type: ignore[misc, union-attr]
+    out = list(comparisons)
+    for i, sig in zip(judged, significant, strict=True):
+        c = out[i]
+        assert c is not None
+        out[i] = replace(c, change=decide(c.delta, sig, c.threshold))
+    return out

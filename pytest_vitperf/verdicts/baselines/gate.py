@@ -1,10 +1,11 @@
-"""The baseline gate: the one function that decides what a measurement means against its baseline, and the one
-that writes baselines. Both return plain data (`Outcome`, `Write`); report.py words them, the session collects
-them, fixtures fail a test on `Outcome.failure`, and the run's exit status follows `Write.error`.
+"""The baseline gate: the one function that decides what a measurement means against its baseline (`judge`, then
+`settle` over the run's matrix), and the ones that write baselines and runs. They return plain data (`Outcome`,
+`Write`); report/baselines.py words them, the session collects them, fixtures fail a test on `Outcome.failure`, and
+the run's exit status follows `Write.error` and the settled regressions.
 
-Outcomes are distinct: compared (regression, improvement or unchanged), missing (reported, or a failure
-under --vitperf-strict), elsewhere (baselines exist only for other GPUs: never compared silently), and
-unreadable (a malformed baseline file fails the tests that need it, naming the file).
+Outcomes are distinct: compared (regression, improvement, within noise, or unknown while the spread is), missing
+(reported, or a failure under --vitperf-strict), elsewhere (baselines exist only for other GPUs: never compared
+silently), and unreadable (a malformed baseline file fails the tests that need it, naming the file).
 """
 
 from __future__ import annotations
@@ -13,10 +14,16 @@ from dataclasses import asdict, dataclass, replace
 from datetime import date
 from typing import Any
 
-from pytest_vitperf.measure.clocks import compare_clocks
 from pytest_vitperf.measure.measurement import Measurement
-from pytest_vitperf.verdicts.baselines.compare import CLOCK, REGRESSION, Comparison, compare_to
-from pytest_vitperf.verdicts.baselines.store import Baseline, BaselineFileError, BaselineKey, JsonDirStorage
+from pytest_vitperf.verdicts.baselines.compare import BOARD_SPREAD, FALSE_ALARM, REGRESSION, Comparison, compare, settle
+from pytest_vitperf.verdicts.baselines.store import (
+    MAX_RUNS,
+    Baseline,
+    BaselineFileError,
+    BaselineKey,
+    JsonDirStorage,
+    Run,
+)
 
 COMPARED = "compared"
 MISSING = "missing"
@@ -65,6 +72,8 @@ class Write:
     old_ms: float | None = None
     old_statistic: str = ""
     error: str | None = None  # why it was not written; the run fails
+    runs: int = 0  # the row's runs after the write
+    recorded: bool = False  # --vitperf-record-run: a run added, the baseline's value kept
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -94,10 +103,12 @@ def judge(
     environment: dict[str, Any],
     strict: bool = False,
     updating: bool = False,
+    level: float = FALSE_ALARM,
+    board_spread: float = BOARD_SPREAD,
 ) -> Outcome:
-    """Compare `m` with its baseline and decide: a regression, an unreadable baseline file, or (strict) a missing
-    baseline or a slowdown that only the clock explains fails; while baselines are being updated only an unreadable
-    file does."""
+    """Compare `m` with its baseline's runs at the row's `level` (the run's false-alarm rate over its rows) and
+    decide: a regression, an unreadable baseline file, or (strict) a missing baseline fails; while baselines are
+    being updated only an unreadable file does. `settle` takes the final verdicts over the whole matrix."""
     key = key_for(m)
     try:
         baseline = storage.get(key)
@@ -110,35 +121,42 @@ def judge(
     if baseline is None:
         note = f"no baseline at {storage.path(key)} [{key.entry}]"
         return Outcome(key, MISSING, m.median, note=note, failure=MISSING if strict and not updating else None)
-    current = m.median if baseline.statistic == "median" else m.mean
-    timed = compare_to(baseline, current, m.samples_ms, threshold)
-    c, note = clock_aware(timed, baseline.stats.get("sm_mhz"), m.sm_mhz)
+    current = m.mean if baseline.statistic == "mean" and not baseline.runs else m.median  # as a published mean
+    c = compare(baseline, current, current_mhz=m.sm_mhz, gpu_uuid=m.spec.gpu_uuid or "", threshold=threshold,
+                level=level, board_spread=board_spread)  # fmt: skip
     changes = tuple(
         f"{k} {baseline.environment.get(k)} -> {environment.get(k)}"
         for k in _FINGERPRINT
         if k in baseline.environment and baseline.environment.get(k) != environment.get(k)
     )
-    fails = c.change == REGRESSION or (c.change == CLOCK and strict)
-    failure = REGRESSION if fails and not updating else None
+    note = "" if c.sd_log is not None else f"{c.method}; measure the spread with: vitperf calibrate"
+    failure = REGRESSION if c.change == REGRESSION and not updating else None
     return Outcome(key, COMPARED, current, c, _source(baseline), note, changes, failure)
 
 
-def clock_aware(c: Comparison, baseline_mhz: float | None, current_mhz: float | None) -> tuple[Comparison, str]:
-    """A regression in time that is none in cycles (time x median SM clock) is the clock's doing: CLOCK, with a
-    note. Without a clock on both sides the comparison stands."""
-    clocks = compare_clocks(c.baseline_ms, c.current_ms, baseline_mhz, current_mhz)
-    if c.change != REGRESSION or clocks is None:
-        return c, ""
-    cycles = 1 / clocks.cycle_speedup - 1  # the change in time x clock
-    if cycles > c.threshold:
-        return c, ""
-    note = f"slower in time, not in cycles ({cycles:+.1%}): SM clock {baseline_mhz:.0f} -> {current_mhz:.0f} MHz"
-    return replace(c, change=CLOCK), note
+def settle_outcomes(outcomes: list[Outcome], rate: float, *, updating: bool = False) -> list[Outcome]:
+    """The run's final verdicts: Benjamini-Hochberg over every compared row (compare.settle). A row already failed
+    at once keeps its failure; a row only the matrix finds becomes a regression that fails the run (unless baselines
+    are being written)."""
+    settled = settle([o.comparison for o in outcomes], rate)
+    out = []
+    for o, c in zip(outcomes, settled, strict=True):
+        if c is not None and c is not o.comparison:
+            found = c.change == REGRESSION and not updating
+            failure = o.failure or (REGRESSION if found else None)
+            o = replace(o, comparison=c, failure=failure)
+        out.append(o)
+    return out
+
+
+def run_of(m: Measurement, group: int = 0) -> Run:
+    """The measurement as one run of its row: its median, the board and the clock it ran at."""
+    return Run(m.median, str(date.today()), m.spec.gpu_uuid or "", m.sm_mhz, group)
 
 
 def to_baseline(m: Measurement, environment: dict[str, Any], provenance: dict[str, Any]) -> Baseline:
-    """A measurement as the baseline it becomes: its median and raw samples, with where it came from and, on a GPU,
-    the clock readings taken under those samples."""
+    """A measurement as the baseline it becomes: its median and raw samples (and itself as the first run of the
+    row), with where it came from and, on a GPU, the clock readings taken under those samples."""
     if m.clocks:
         environment = {**environment, "clock_readings": [r.to_dict() for r in m.clocks]}
     return Baseline(
@@ -149,6 +167,7 @@ def to_baseline(m: Measurement, environment: dict[str, Any], provenance: dict[st
         samples=m.samples_ms,
         environment=environment,
         provenance={"date": str(date.today()), **provenance},
+        runs=(run_of(m),),
     )
 
 
@@ -159,15 +178,24 @@ def measured_provenance(m: Measurement, nodeid: str) -> dict[str, Any]:
     return {"kind": "measured", "tool": tool, "test": nodeid, "timer": m.spec.timer}
 
 
-def write(storage: JsonDirStorage, baseline: Baseline) -> Write:
-    """Write or refresh one baseline. A file that cannot be read (never overwritten) or written is a `Write` with
-    its error, not an exception: the run goes on and fails at its end."""
+def write(storage: JsonDirStorage, baseline: Baseline, *, keep_value: bool = False) -> Write:
+    """Write or refresh one baseline, keeping the row's earlier runs: a refresh starts a new group of runs (the new
+    normal), and `keep_value` (--vitperf-record-run) only adds the run to the current group. A file that cannot be
+    read (never overwritten) or written is a `Write` with its error, not an exception: the run goes on and fails at
+    its end."""
     path = storage.path(baseline.key)
     try:
         old = storage.get(baseline.key)
+        if old is not None:
+            group = old.group if keep_value else old.group + 1
+            kept = (*old.runs, *(replace(r, group=group) for r in baseline.runs))[-MAX_RUNS:]
+            baseline = replace(old if keep_value else baseline, runs=kept)
         storage.put([baseline])
     except (BaselineFileError, OSError) as exc:
         return Write(baseline.key, str(path), baseline.value, error=str(exc) or type(exc).__name__)
     if old is None:
-        return Write(baseline.key, str(path), baseline.value)
-    return Write(baseline.key, str(path), baseline.value, old.value, old.statistic)
+        return Write(baseline.key, str(path), baseline.value, runs=len(baseline.runs))
+    n = len(baseline.runs)
+    if keep_value:
+        return Write(baseline.key, str(path), baseline.runs[-1].median_ms, runs=n, recorded=True)
+    return Write(baseline.key, str(path), baseline.value, old.value, old.statistic, runs=n)

@@ -13,6 +13,7 @@ diff-friendly (sorted keys, one entry per model/precision/batch)::
           "statistic": "mean", "value": 5.14,          # the number compared against
           "stats": {"mean": 5.14},                     # everything known about the distribution
           "samples": [...],                            # raw samples, when measured by this suite
+          "runs": [{"median_ms": 5.2, "sm_mhz": 1830, "gpu_uuid": "GPU-...", "date": "...", "group": 0}, ...],
           "environment": {"driver": "...", "torch": "...", "clock_readings": [...], ...},  # NVML, on a GPU
           "provenance": {"kind": "imported", "source": "seed 001_...txt", "note": "published, no raw samples"}
         }
@@ -29,7 +30,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -40,6 +41,7 @@ from pytest_vitperf.measure.env import slug
 
 SCHEMA = 1
 _STATISTICS = ("median", "mean")
+MAX_RUNS = 50  # the runs a row keeps: enough for its spread, few enough to follow a slow drift
 
 
 class BaselineFileError(FileError):
@@ -65,6 +67,27 @@ class BaselineKey:
 
 
 @dataclass(frozen=True)
+class Run:
+    """One fresh process's median of a row: the unit its spread is made of. `group` counts the row's baselines: a
+    refreshed baseline starts a new group, and the spread is pooled within groups (verdicts/stats.pooled_spread)."""
+
+    median_ms: float
+    date: str = ""
+    gpu_uuid: str = ""
+    sm_mhz: float | None = None
+    group: int = 0
+
+    @property
+    def kcycles(self) -> float | None:
+        return self.median_ms * self.sm_mhz if self.sm_mhz else None
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Run:
+        return cls(float(d["median_ms"]), str(d.get("date", "")), str(d.get("gpu_uuid", "")),
+                   float(d["sm_mhz"]) if d.get("sm_mhz") else None, int(d.get("group", 0)))  # fmt: skip
+
+
+@dataclass(frozen=True)
 class Baseline:
     key: BaselineKey
     statistic: str  # "median" or "mean": which value `value` is
@@ -73,10 +96,16 @@ class Baseline:
     samples: tuple[float, ...] = ()
     environment: dict[str, Any] = field(default_factory=dict)
     provenance: dict[str, Any] = field(default_factory=dict)
+    runs: tuple[Run, ...] = ()
 
     @property
     def has_samples(self) -> bool:
         return len(self.samples) > 1
+
+    @property
+    def group(self) -> int:
+        """The current baseline's group: its runs make the reference."""
+        return max((r.group for r in self.runs), default=0)
 
     def to_entry(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -92,7 +121,26 @@ class Baseline:
         }
         if self.samples:
             out["samples"] = list(self.samples)
+        if self.runs:
+            out["runs"] = [{k: v for k, v in asdict(r).items() if v not in (None, "")} for r in self.runs]
         return out
+
+
+def _runs(path: Path, where: str, raw: Any) -> tuple[Run, ...]:
+    if not isinstance(raw, list):
+        raise BaselineFileError(path, f"{where}.runs must be a list")
+    out = []
+    for i, r in enumerate(raw):
+        median = r.get("median_ms") if isinstance(r, dict) else None
+        ok = isinstance(median, (int, float)) and not isinstance(median, bool)
+        try:
+            run = Run.from_dict(r) if ok else None
+        except (TypeError, ValueError):
+            run = None
+        if run is None or not run.median_ms > 0 or (run.sm_mhz is not None and not run.sm_mhz > 0):
+            raise BaselineFileError(path, f"{where}.runs[{i}] must be an object with a positive median_ms")
+        out.append(run)
+    return tuple(out)
 
 
 def _entry(path: Path, name: str, raw: Any, head: dict[str, Any]) -> Baseline:
@@ -133,6 +181,7 @@ def _entry(path: Path, name: str, raw: Any, head: dict[str, Any]) -> Baseline:
         samples=tuple(float(s) for s in samples),
         environment=dict(raw.get("environment", {})),
         provenance=dict(raw.get("provenance", {})),
+        runs=_runs(path, where, raw.get("runs", [])),
     )
 
 

@@ -9,12 +9,20 @@ FP16 within each version against the floors for the new version.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pytest_vitperf.core.precision import REFERENCE, sort_key
 from pytest_vitperf.measure.env import slug
-from pytest_vitperf.verdicts.baselines.compare import IMPROVEMENT, REGRESSION, THRESHOLD, Comparison, compare_to
+from pytest_vitperf.verdicts.baselines.compare import (
+    FALSE_ALARM,
+    IMPROVEMENT,
+    REGRESSION,
+    THRESHOLD,
+    Comparison,
+    compare,
+    settle,
+)
 from pytest_vitperf.verdicts.baselines.store import Baseline, BaselineStorage
 from pytest_vitperf.verdicts.floors import FloorsFile
 
@@ -145,8 +153,10 @@ def build_report(
         for p in precisions:
             before, after = by_version[old].get(p), by_version[new].get(p)
             comparison = None
-            if before and after:
-                comparison = compare_to(before, after.value, after.samples, threshold)
+            if before and after:  # the candidate's newest run names its board
+                uuid = after.runs[-1].gpu_uuid if after.runs else ""
+                comparison = compare(before, after.value, current_mhz=after.stats.get("sm_mhz"), gpu_uuid=uuid,
+                                     threshold=threshold, threshold_only=True)  # fmt: skip
             floor, source = None, ""
             if p != REFERENCE:
                 if floor_overrides and p in floor_overrides:
@@ -158,7 +168,16 @@ def build_report(
             speedups = _speedup(by_version[old], p), _speedup(by_version[new], p)
             group.rows.append(Row(p, before, after, comparison, *speedups, floor, source))
         report_groups.append(group)
+    _settle(report_groups)
     return UpgradeReport(backend, old, new, gpu_name, report_groups, threshold)
+
+
+def _settle(groups: list[Group]) -> None:
+    """Benjamini-Hochberg over the report's rows of known spread (compare.settle)."""
+    rows = [(g, i) for g in groups for i in range(len(g.rows))]
+    settled = settle([g.rows[i].comparison for g, i in rows], FALSE_ALARM)
+    for (g, i), c in zip(rows, settled, strict=True):
+        g.rows[i] = replace(g.rows[i], comparison=c)
 
 
 def describe(c: Comparison | None, threshold: float) -> str:
@@ -172,6 +191,12 @@ def describe(c: Comparison | None, threshold: float) -> str:
     if c.delta == 0:
         return "same"
     return f"{'improvement' if c.delta < 0 else 'slower'} (within {threshold:.0%})"
+
+
+def _test(c: Comparison | None) -> str:
+    if c is None:
+        return "-"
+    return f"threshold only ({c.method})" if c.p_value is None else f"{c.method}, p = {c.p_value:.2g}"
 
 
 def _speedup(version: dict[str, Baseline], precision: str) -> float | None:
@@ -195,7 +220,7 @@ def render_markdown(r: UpgradeReport) -> str:
         for row in g.rows:
             c = row.comparison
             delta = f"{c.delta:+.1%}" if c else "-"
-            test = "-" if c is None else (c.method if c.p_value is None else f"{c.method}, p = {c.p_value:.2g}")
+            test = _test(c)
             lines.append(
                 f"| {row.precision} | {_ms(row.old)} | {_ms(row.new)} | {delta} | {describe(c, r.threshold)} | {test} |"
             )

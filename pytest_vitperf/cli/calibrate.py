@@ -1,0 +1,107 @@
+"""`vitperf calibrate`: the spread between fresh processes on this machine, stored beside the baselines.
+
+It runs the suites K times, each a fresh process with --vitperf-record-run: every row's baseline gains K runs (a
+median each, with the GPU's UUID, its clock and the date), and the gate judges that row against their spread from
+then on (verdicts/baselines/compare.py). Then it prints each row's spread and the smallest slowdown the gate can
+see there, and, with --inject PRECISION=REL, gates one more process with a known delay on that precision and says
+whether it was caught.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from pytest_vitperf.cli import argtypes
+from pytest_vitperf.report.tables import table
+
+DEFAULT_BASELINES = Path("baselines")
+
+
+def _pytest(args: argparse.Namespace, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "pytest", "--gpu-bench", "-p", "no:cacheprovider",
+            f"--vitperf-baseline-dir={args.baseline_dir}", *args.pytest_args, *extra]  # fmt: skip
+
+
+def _run(cmd: list[str], quiet: bool) -> subprocess.CompletedProcess[str]:
+    print("$ " + " ".join(cmd[1:]), flush=True)
+    return subprocess.run(cmd, capture_output=quiet, text=True, check=False)
+
+
+def spread_rows(root: Path, rate: float) -> list[tuple[str, ...]]:
+    """Every baseline row with runs: its runs, the spread between them, and the smallest slowdown the gate sees."""
+    from pytest_vitperf.verdicts.baselines.compare import THRESHOLD
+    from pytest_vitperf.verdicts.baselines.store import JsonDirStorage
+    from pytest_vitperf.verdicts.stats import pooled_spread
+
+    baselines = [b for b in JsonDirStorage(root).all() if b.runs]
+    rows: list[tuple[str, ...]] = []
+    for b in baselines:
+        board = b.runs[-1].gpu_uuid
+        mine = [r for r in b.runs if r.gpu_uuid == board]
+        groups: dict[int, list[float]] = defaultdict(list)
+        for r in mine:
+            groups[r.group].append(math.log(r.median_ms))
+        spread = pooled_spread(list(groups.values()), len(groups[b.group]))
+        seen = "-" if spread is None else f"{max(THRESHOLD, spread.detectable(rate / len(baselines))):.1%}"
+        sd = "unknown" if spread is None else f"{spread.sd_log:.2%}"
+        k = b.key
+        rows.append((k.model, k.precision, f"{k.batch}{' (cold)' if k.cold else ''}", str(len(mine)), sd, seen,
+                     board[:12] or "-", mine[-1].date))  # fmt: skip
+    return rows
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    if args.runs < 3:
+        print("vitperf calibrate: a spread needs 3 runs or more: vitperf calibrate --runs 5", file=sys.stderr)
+        return 2
+    for k in range(1, args.runs + 1):
+        print(f"== run {k} of {args.runs}")
+        done = _run(_pytest(args, "--vitperf-record-run"), args.quiet)
+        if done.returncode != 0:
+            print(f"vitperf calibrate: run {k} exited {done.returncode}; nothing more is recorded. Fix it, then run "
+                  "again: vitperf calibrate " + " ".join(sys.argv[2:]), file=sys.stderr)  # fmt: skip
+            return 1
+    rows = spread_rows(args.baseline_dir, args.false_alarm)
+    header = ("model", "precision", "batch", "runs", "spread (sd)", "can see", "board", "last run")
+    for line in table(header, rows):
+        print(line)
+    print(f"spread: the sd of log median between runs on this board; can see: the smallest slowdown the gate flags "
+          f"4 times in 5, at a {args.false_alarm:.0%} false-alarm rate over these {len(rows)} rows")  # fmt: skip
+    if args.inject is None:
+        return 0
+    precision, rel = args.inject
+    print(f"== a known delay: {precision} +{rel:.0%}")
+    done = _run(_pytest(args, f"--vitperf-inject-delay={precision}={rel}"), quiet=True)
+    caught = [line for line in done.stdout.splitlines() if f" {precision} " in line and "regression" in line]
+    for line in caught:
+        print(line)
+    if done.returncode == 1 and caught:
+        print(f"caught: {precision} +{rel:.0%} was flagged as a regression")
+        return 0
+    print(f"MISSED: {precision} +{rel:.0%} was not flagged (exit {done.returncode}); the spread above says what "
+          "this machine can see")  # fmt: skip
+    return 1
+
+
+def _inject(text: str) -> tuple[str, float]:
+    from pytest_vitperf.options.parsers import parse_delays
+
+    name, rel = parse_delays(text)[0]
+    return argtypes.precision(name), rel
+
+
+def add(sub: Any) -> None:
+    cal = sub.add_parser("calibrate", help="measure the spread between fresh processes, stored beside the baselines")
+    cal.add_argument("--runs", type=int, default=5, help="fresh processes to run (5)")
+    cal.add_argument("--baseline-dir", type=Path, default=DEFAULT_BASELINES)
+    cal.add_argument("--false-alarm", type=float, default=0.05, help="as --vitperf-false-alarm (0.05)")
+    cal.add_argument("--inject", type=_inject, metavar="PRECISION=REL", help="then check a known delay is caught")
+    cal.add_argument("--quiet", action="store_true", help="keep each run's output to itself")
+    cal.add_argument("pytest_args", nargs="*", help="after --: the suites and pytest options, e.g. -- suites/")
+    cal.set_defaults(func=_calibrate)
