@@ -62,6 +62,13 @@ def entries(pytester: pytest.Pytester) -> dict:
     return json.loads(f.read_text())["entries"]
 
 
+def calibrate(project: pytest.Pytester, runs: int = 3) -> None:
+    """What `vitperf calibrate` does: one run writes the baseline, the others add their medians as runs."""
+    project.runpytest(*ARGS, "--vitperf-update-baselines").assert_outcomes(passed=1)
+    for _ in range(runs - 1):
+        project.runpytest(*ARGS, "--vitperf-record-run").assert_outcomes(passed=1)
+
+
 def test_full_workflow(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     # 1. No baseline: reported, not failed.
     r = project.runpytest(*ARGS)
@@ -71,38 +78,60 @@ def test_full_workflow(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
     )
     assert not (project.path / "bl").exists()
 
-    # 2. Update: written, with raw samples and provenance; the summary says what changed.
+    # 2. Update: written, with raw samples, provenance and its first run; the summary says what changed.
     r = project.runpytest(*ARGS, "--vitperf-update-baselines")
     r.assert_outcomes(passed=1)
     r.stdout.fnmatch_lines(["added */bl/torch/*/vit_tiny_patch16_224.json [[]fp32/b1[]] median * ms"])
     e = entries(project)["fp32/b1"]
     assert len(e["samples"]) == 15 and e["provenance"]["kind"] == "measured" and e["statistic"] == "median"
     assert e["environment"]["torch"] and e["provenance"]["test"] == "test_tiny.py::test_tiny"
+    assert [run["median_ms"] for run in e["runs"]] == [e["value"]]
 
-    # 3. Rerun: compared, no regression.
+    # 3. Rerun: one run gives no spread, and the verdict says so rather than guess.
     r = project.runpytest(*ARGS)
     r.assert_outcomes(passed=1)
-    r.stdout.fnmatch_lines(["vit_tiny_patch16_224 * fp32 * 1 * (median) * unchanged"])
+    r.stdout.fnmatch_lines(["vit_tiny_patch16_224 * fp32 * 1 * unknown: 1 run(s) * unknown",
+                            "spread unknown: *vitperf calibrate*"])  # fmt: skip
 
-    # 4. Extra work in forward: caught, with the table and the command to accept.
+    # 4. Two more runs recorded: the value stays, the spread is known.
+    for k in (2, 3):
+        r = project.runpytest(*ARGS, "--vitperf-record-run")
+        r.stdout.fnmatch_lines([f"recorded a run in */vit_tiny_patch16_224.json [[]fp32/b1[]]: * ms, {k} run(s) now"])
+    assert entries(project)["fp32/b1"]["value"] == e["value"] and len(entries(project)["fp32/b1"]["runs"]) == 3
+    r = project.runpytest(*ARGS)
+    r.assert_outcomes(passed=1)
+    r.stdout.fnmatch_lines(["vit_tiny_patch16_224 * fp32 * 1 * (3 runs) * within noise", "verdicts: *"])
+    assert r.ret == 0
+
+    # 5. Extra work in forward: caught, with the table and the command to accept.
     monkeypatch.setenv("REPEAT", "5")
     r = project.runpytest(*ARGS)
     r.assert_outcomes(failed=1)
     r.stdout.fnmatch_lines(
         [
-            "*latency regression: vit_tiny_patch16_224 fp32 batch 1 on torch *(median, threshold 100%, Mann-Whitney U)",
-            "*baseline * current * Δ * p-value * change",
+            "*latency regression: vit_tiny_patch16_224 fp32 batch 1 on torch *(threshold 100%, t on 3 runs, in time*",
+            "*baseline * current * Δ * spread * p-value * verdict",
             "* ms * ms * +* REGRESSION",
             "*If the change is intended, accept it:",
             "*pytest --gpu-bench 'test_tiny.py::test_tiny' --vitperf-update-baselines",
         ]
     )
 
-    # 5. Accept: refreshed, and the slow model is the new normal.
+    # 6. Accept: refreshed as a new group of runs; the slow model is the new normal.
     r = project.runpytest(*ARGS, "--vitperf-update-baselines")
     r.assert_outcomes(passed=1)
     r.stdout.fnmatch_lines(["refreshed */vit_tiny_patch16_224.json [[]fp32/b1[]] * ms (median) -> * ms (+*%)"])
+    assert [run.get("group", 0) for run in entries(project)["fp32/b1"]["runs"]] == [0, 0, 0, 1]
     project.runpytest(*ARGS).assert_outcomes(passed=1)
+
+
+def test_record_run_and_inject_delay_refuse_each_other_and_update(project: pytest.Pytester) -> None:
+    r = project.runpytest(*ARGS, "--vitperf-record-run", "--vitperf-update-baselines")
+    r.stderr.fnmatch_lines(["*--vitperf-update-baselines writes new baselines, --vitperf-record-run adds runs*"])
+    r = project.runpytest(*ARGS, "--vitperf-record-run", "--vitperf-inject-delay=fp32=10%")
+    r.stderr.fnmatch_lines(["*Drop one of --vitperf-inject-delay and --vitperf-record-run"])
+    r = project.runpytest(*ARGS, "--vitperf-false-alarm=0")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
 
 
 def test_strict_fails_a_missing_baseline(project: pytest.Pytester) -> None:
@@ -112,7 +141,7 @@ def test_strict_fails_a_missing_baseline(project: pytest.Pytester) -> None:
 
 
 def test_per_test_threshold_marker(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    project.runpytest(*ARGS, "--vitperf-update-baselines").assert_outcomes(passed=1)
+    calibrate(project)
     project.makepyfile(
         test_tiny=TEST.replace("@pytest.mark.gpu_bench", "@pytest.mark.gpu_bench\n@pytest.mark.vitperf_threshold(50.0)")
     )
@@ -207,5 +236,5 @@ def test_cold_runs_keep_baselines_of_their_own(project: pytest.Pytester) -> None
     assert e["fp32/b1/cold"]["cold"] is True and "cold" not in e["fp32/b1"]
     assert e["fp32/b1/cold"]["samples"] != e["fp32/b1"]["samples"]
     project.runpytest(*ARGS, "--vitperf-cold").stdout.fnmatch_lines(
-        ["vit_tiny_patch16_224 * fp32 * 1 (cold) * (median) *"]
+        ["vit_tiny_patch16_224 * fp32 * 1 (cold) * unknown: 1 run(s) * unknown"]
     )

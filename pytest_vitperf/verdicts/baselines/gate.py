@@ -129,9 +129,8 @@ def judge(
         for k in _FINGERPRINT
         if k in baseline.environment and baseline.environment.get(k) != environment.get(k)
     )
-    note = "" if c.sd_log is not None else f"{c.method}; measure the spread with: vitperf calibrate"
     failure = REGRESSION if c.change == REGRESSION and not updating else None
-    return Outcome(key, COMPARED, current, c, _source(baseline), note, changes, failure)
+    return Outcome(key, COMPARED, current, c, _source(baseline), "", changes, failure)
 
 
 def settle_outcomes(outcomes: list[Outcome], rate: float, *, updating: bool = False) -> list[Outcome]:
