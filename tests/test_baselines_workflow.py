@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -123,6 +124,27 @@ def test_full_workflow(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
     r.stdout.fnmatch_lines(["refreshed */vit_tiny_patch16_224.json [[]fp32/b1[]] * ms (median) -> * ms (+*%)"])
     assert [run.get("group", 0) for run in entries(project)["fp32/b1"]["runs"]] == [0, 0, 0, 1]
     project.runpytest(*ARGS).assert_outcomes(passed=1)
+
+
+def test_calibrate_stores_runs_beside_the_baselines_and_an_identical_rerun_flags_nothing(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pytest_vitperf.cli import main
+
+    monkeypatch.chdir(project.path)
+    gate = [a for a in ARGS if not a.startswith("--vitperf-baseline-dir") and a != "--gpu-bench"]
+    gate = [a for a in gate if a not in ("-p", "no:cacheprovider")]
+    assert main(["calibrate", "--runs", "3", "--baseline-dir", "bl", "--quiet", "--", *gate]) == 0
+    out = capsys.readouterr().out
+    assert out.count("--vitperf-record-run") == 3
+    assert re.search(r"vit_tiny_patch16_224 +fp32 +1 +3 +\d+\.\d+% +\d+\.\d+% +- +\d{4}-\d\d-\d\d", out), out
+    e = entries(project)["fp32/b1"]
+    assert len(e["runs"]) == 3 and all(r["date"] and r.get("group", 0) == 0 for r in e["runs"])
+    r = project.runpytest(*ARGS)
+    r.stdout.fnmatch_lines(["vit_tiny_patch16_224 * fp32 * 1 * (3 runs) * within noise"])
+    assert r.ret == 0
+    assert main(["calibrate", "--runs", "2", "--", *gate]) == 2
+    assert "a spread needs 3 runs or more" in capsys.readouterr().err
 
 
 def test_record_run_and_inject_delay_refuse_each_other_and_update(project: pytest.Pytester) -> None:
