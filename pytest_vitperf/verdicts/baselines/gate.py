@@ -148,9 +148,10 @@ def settle_outcomes(outcomes: list[Outcome], rate: float, *, updating: bool = Fa
     return out
 
 
-def run_of(m: Measurement, group: int = 0) -> Run:
-    """The measurement as one run of its row: its median, the board and the clock it ran at."""
-    return Run(m.median, str(date.today()), m.spec.gpu_uuid or "", m.sm_mhz, group)
+def run_of(m: Measurement) -> Run:
+    """The measurement as one run of its row: its median, the board and the clock it ran at (`write` sets its
+    group)."""
+    return Run(m.median, str(date.today()), m.spec.gpu_uuid or "", m.sm_mhz)
 
 
 def to_baseline(m: Measurement, environment: dict[str, Any], provenance: dict[str, Any]) -> Baseline:
