@@ -10,17 +10,14 @@ whether it was caught.
 from __future__ import annotations
 
 import argparse
-import math
 import subprocess
 import sys
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 from pytest_vitperf.cli import argtypes
+from pytest_vitperf.cli.baselines import DEFAULT_BASELINES
 from pytest_vitperf.report.tables import table
-
-DEFAULT_BASELINES = Path("baselines")
 
 
 def _pytest(args: argparse.Namespace, *extra: str) -> list[str]:
@@ -34,25 +31,21 @@ def _run(cmd: list[str], quiet: bool) -> subprocess.CompletedProcess[str]:
 
 
 def spread_rows(root: Path, rate: float) -> list[tuple[str, ...]]:
-    """Every baseline row with runs: its runs, the spread between them, and the smallest slowdown the gate sees."""
-    from pytest_vitperf.verdicts.baselines.compare import THRESHOLD
+    """Every baseline row with runs: its runs on the board of its newest run, their spread, and the smallest slowdown
+    the gate sees there (what compare() would judge a run of that board with)."""
+    from pytest_vitperf.verdicts.baselines.compare import compare
     from pytest_vitperf.verdicts.baselines.store import JsonDirStorage
-    from pytest_vitperf.verdicts.stats import pooled_spread
 
     baselines = [b for b in JsonDirStorage(root).all() if b.runs]
     rows: list[tuple[str, ...]] = []
     for b in baselines:
-        board = b.runs[-1].gpu_uuid
-        mine = [r for r in b.runs if r.gpu_uuid == board]
-        groups: dict[int, list[float]] = defaultdict(list)
-        for r in mine:
-            groups[r.group].append(math.log(r.median_ms))
-        spread = pooled_spread(list(groups.values()), len(groups[b.group]))
-        seen = "-" if spread is None else f"{max(THRESHOLD, spread.detectable(rate / len(baselines))):.1%}"
-        sd = "unknown" if spread is None else f"{spread.sd_log:.2%}"
+        newest = b.runs[-1]
+        c = compare(b, newest.median_ms, gpu_uuid=newest.gpu_uuid, level=rate / len(baselines))
         k = b.key
-        rows.append((k.model, k.precision, f"{k.batch}{' (cold)' if k.cold else ''}", str(len(mine)), sd, seen,
-                     board[:12] or "-", mine[-1].date))  # fmt: skip
+        rows.append((k.model, k.precision, f"{k.batch}{' (cold)' if k.cold else ''}", str(c.runs),
+                     "unknown" if c.sd_log is None else f"{c.sd_log:.2%}",
+                     "-" if c.detectable is None else f"{c.detectable:.1%}",
+                     newest.gpu_uuid[:12] or "-", newest.date))  # fmt: skip
     return rows
 
 
