@@ -190,6 +190,10 @@ def _measurements(tr: Any, session: VitperfSession) -> None:
         )
     for line in [*clock_notes(session.measurements.values()), *measurement_notes(session.measurements)]:
         tr.write_line(line)
+    if not session.workers:  # in one process; under xdist each worker's line says it
+        from pytest_vitperf.workers import time_account
+
+        tr.write_line("time: " + time_account(session.worker_record("this process")))
     gemms = gemm_summary(session.measurements.values())
     if len(gemms) > 2:  # more than the header
         tr.write_sep("-", "vitperf GEMMs (cuBLAS through torch; TFLOPS of the product, TOPS for int8)")

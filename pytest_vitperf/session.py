@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import secrets
 import time
 from dataclasses import asdict
@@ -53,6 +54,8 @@ class VitperfSession:
         self._measured_here: dict[tuple[str, str, int, str], str] = {}  # key -> nodeid
         self.workers: list[WorkerRecord] = []  # on the xdist controller: where each worker ran, and its start-up
         self._startup_s: dict[str, float] = {}  # "device" (torch import + CUDA probe) and each model's build
+        self.started = time.perf_counter()
+        self.measure_s = 0.0  # wall time spent warming up and timing engines and GEMMs
         self._engines: dict[tuple[str, str, int, str, int], Engine] = {}  # (model, precision, batch, backend, build)
         self._other_backends: dict[str, tuple[Backend, str | None]] = {}
         self._models: dict[str, Any] = {}
@@ -354,6 +357,10 @@ class VitperfSession:
             startup_s=dict(self._startup_s),
             prepare_s=round(sum(self._prepare_s.values()), 1),
             measured=[m.spec.label for k, m in self.measurements.items() if k in self._measured_here],
+            engines=len(self._engines),
+            measure_s=round(self.measure_s, 1),
+            timed_s=round(math.fsum(m.timed_s for k, m in self.measurements.items() if k in self._measured_here), 1),
+            wall_s=round(time.perf_counter() - self.started, 1),
         )
 
     def export(self, worker: str) -> dict[str, Any]:

@@ -7,6 +7,7 @@ chosen by pytest-xdist's own scope scheduler; this module only says what a scope
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Iterable
@@ -34,6 +35,24 @@ class WorkerRecord:
     startup_s: dict[str, float]  # "device": torch import + CUDA probe; then each model's build
     prepare_s: float  # all its engines' preparation (compile included)
     measured: list[str]
+    engines: int = 0  # engines prepared (every build counts)
+    measure_s: float = 0.0  # wall time warming up and timing
+    timed_s: float = 0.0  # the GPU time the samples cover
+    wall_s: float = 0.0  # since the plugin started in this process
+
+
+def time_account(w: WorkerRecord) -> str:
+    """Where a process's time went: start-up, preparing engines, warm-up and timing, and the rest (the accuracy and
+    correctness tests, exports). A warm run's engines come from the cache: their preparation is what it costs."""
+    start = math.fsum(w.startup_s.values())
+    each = f" ({w.prepare_s / w.engines:.1f} s each)" if w.engines else ""
+    rest = max(0.0, w.wall_s - start - w.prepare_s - w.measure_s)
+    return (
+        f"{w.wall_s:.0f} s since the plugin started: {start:.0f} s start-up (torch, device, models), "
+        f"{w.prepare_s:.0f} s preparing {w.engines} engine(s){each}, {w.measure_s:.0f} s measuring "
+        f"({w.timed_s:.0f} s timed, {max(0.0, w.measure_s - w.timed_s):.0f} s warm-up, clocks and turns), "
+        f"{rest:.0f} s in the rest (accuracy and correctness tests, exports)"
+    )
 
 
 def worker_summary(workers: Iterable[WorkerRecord]) -> list[str]:
@@ -47,7 +66,7 @@ def worker_summary(workers: Iterable[WorkerRecord]) -> list[str]:
         where = "CPU" if w.gpu_index is None and w.gpu_uuid is None else f"GPU {gpu_label(w.gpu_index, w.gpu_uuid)}"
         lines.append(
             f"{w.worker} on {where}: start-up {start or 'none'}; engines prepared in {w.prepare_s:.1f} s; "
-            f"measured {', '.join(w.measured) or 'nothing'}"
+            f"measured {', '.join(w.measured) or 'nothing'}; time: {time_account(w)}"
         )
     return lines
 

@@ -15,9 +15,13 @@ from pytest_vitperf.engines.gemms import (
     KINDS,
     SHAPES,
     GemmShape,
+    bytes_moved,
     dense_peak,
     describe,
+    operand_bytes,
     operands,
+    roofline,
+    rotation,
     shape_of,
     tflops,
     unsupported_reason,
@@ -108,9 +112,11 @@ def test_skip_reasons_name_what_is_missing() -> None:
     assert "this is a CPU" in (unsupported_reason("nvfp4", None, timed=False) or "")
 
 
-def _measured(shape: GemmShape, kind: str, median_ms: float, device: str = "NVIDIA H200") -> Measurement:
+def _measured(
+    shape: GemmShape, kind: str, median_ms: float, device: str = "NVIDIA H200", copies: int = 4
+) -> Measurement:
     spec = Spec(shape.name, kind, 1, "torch", "2.11.0", device, sm=90, timer="cuda-event", gpu_index=0,
-                gpu_uuid="GPU-1", options=describe(shape, kind))  # fmt: skip
+                gpu_uuid="GPU-1", options=describe(shape, kind, copies))  # fmt: skip
     return Measurement(spec, (median_ms,) * 9)
 
 
@@ -125,8 +131,50 @@ def test_the_summary_gives_tflops_share_of_peak_and_speedup() -> None:
         "1099.5" in rows["fp8-tensor"] and "56% of 1979" in rows["fp8-tensor"] and rows["fp8-tensor"].endswith("1.60x")
     )
     assert rows["int8"].endswith("-")  # no FP16 of that shape to compare with
-    assert lines[-1].startswith("peaks (dense, at the datasheet's boost clock): H200 SXM: NVIDIA H200")
+    assert lines[5].startswith("roofs (dense, at the datasheet's boost clock; HBM bandwidth): H200 SXM: NVIDIA H200")
+    assert lines[5].endswith("4.8 TB/s")
+    assert lines[-1] == "operands rotated over 4-4 copies holding more than twice the L2, so each launch reads them from HBM"
     assert shape_of(ms[0].spec.options) == shape and shape_of({}) is None
+
+
+def test_the_roofline_columns_and_the_bound() -> None:
+    """4096^3 in FP16 moves 96 MiB for 137 GFLOP: 1365 FLOP/B, above the H100 SXM's ridge of 989.5 / 3.35 = 295, so
+    compute bound; a decode GEMM (M = 1) does 1 FLOP per byte, memory bound, and at 3.35 TB/s it reads 32 MiB in
+    10 us."""
+    big, decode = SHAPES[0], GemmShape(1, 4096, 4096)
+    assert bytes_moved(big, "fp16") == 3 * 4096 * 4096 * 2
+    assert bytes_moved(decode, "fp8-row") == 4097 * 4096 + 4096 * 2  # FP8 operands, a BF16 output
+    assert bytes_moved(SMALL, "int8") == (48 + 64) * 256 + 48 * 64 * 4  # int32 out
+    r = roofline(big, "fp16", 0.2, "NVIDIA H100 80GB HBM3")
+    assert r.intensity == pytest.approx(1365.3, abs=0.1) and r.ridge == pytest.approx(295.4, abs=0.1)
+    assert r.bound == "compute" and r.of_peak == pytest.approx(687.2 / 989.5, rel=1e-3)
+    d = roofline(decode, "fp16", 0.0101, "NVIDIA H100 80GB HBM3")
+    assert d.bound == "memory" and d.intensity == pytest.approx(1.0, abs=0.01)
+    assert d.gbps == pytest.approx(bytes_moved(decode, "fp16") / 0.0101e-3 / 1e9) and 0.95 < (d.of_hbm or 0) < 1.0
+    unknown = roofline(big, "fp16", 0.2, "NVIDIA L4")
+    assert unknown.bound is None and unknown.of_hbm is None and unknown.tflops == pytest.approx(687.2, abs=0.1)
+
+
+def test_rotation_holds_more_than_twice_the_l2_and_every_copy_gives_the_same_product() -> None:
+    l2 = 50 * 2**20  # an H100's
+    for shape in SHAPES:
+        for kind in ("fp16", "fp8-row", "int8"):
+            n = rotation(shape, kind, l2)
+            assert n >= 2 and n * operand_bytes(shape, kind) > 2 * l2
+            assert (n - 1) * operand_bytes(shape, kind) <= 2 * l2 or n == 2  # no more copies than that needs
+    g = operands(SMALL, "fp16", "cpu", copies=3)
+    outs = [g.launch() for _ in range(4)]  # the 4th launch is the first copy's again
+    assert g.copies == 3 and all(torch.equal(outs[0], o) for o in outs)
+    assert g.check(outs[2]).ok
+    assert describe(SMALL, "fp16", 3)["operands"] == {"copies": 3, "mib": 0.2}
+    assert describe(SMALL, "fp16")["operands"]["hot"] is True
+
+
+def test_hot_rows_say_so_in_the_table() -> None:
+    hot = _measured(SHAPES[0], "fp16", 0.2, copies=1)
+    lines = gemm_summary([hot])
+    assert lines[2].startswith("4096x4096x4096 hot")
+    assert lines[-1].startswith("hot: one set of operands launched back to back (--vitperf-gemm-hot)")
 
 
 def test_the_summary_says_how_many_launches_a_graphed_sample_holds() -> None:

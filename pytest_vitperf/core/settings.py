@@ -44,6 +44,7 @@ class Settings:
     record_run: bool = False
     kernels: bool = False
     cold: bool = False
+    gemm_hot: bool = False
     share_devices: bool = False
     rounds: int = 20
     builds: int = 2

@@ -74,6 +74,11 @@ class Measurement:
         if self.rounds and (sum(self.rounds) != self.n or min(self.rounds) < 0):
             raise ValueError(f"{self.spec.label}: rounds hold {sum(self.rounds)} samples, not {self.n}")
 
+    @property
+    def timed_s(self) -> float:
+        """The GPU time its samples cover: a graphed sample of n launches was divided by n."""
+        return math.fsum(self.samples_ms) * self.spec.options.get("launches_per_sample", 1) / 1e3
+
     @cached_property
     def _sorted(self) -> list[float]:
         return sorted(self.samples_ms)

@@ -68,6 +68,7 @@ INJECT_DELAY = "--vitperf-inject-delay"
 FALSE_ALARM = "--vitperf-false-alarm"
 BOARD_SPREAD = "--vitperf-board-spread"
 RECORD_RUN = "--vitperf-record-run"
+GEMM_HOT = "--vitperf-gemm-hot"
 
 INCONCLUSIVE_OUTCOMES = ("warn", "xfail", "fail")
 
@@ -304,6 +305,12 @@ FLAGS = (
         COLD,
         "evict the cache before every sample, outside the timed region (the GPU's L2, or the CPU's last-level "
         "cache), for deployments that run one request at a time with cold caches. Baselined apart from warm runs.",
+    ),
+    (
+        GEMM_HOT,
+        "time each GEMM on one set of operands, launched back to back, so that they stay in L2 where they fit: the "
+        "in-cache number. By default a GEMM rotates over copies of its operands that hold more than twice the L2, "
+        "as a deployed layer reads its weights from HBM. Hot rows are baselined apart (their model ends in -hot).",
     ),
     (
         SHARE_DEVICES,

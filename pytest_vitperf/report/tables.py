@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from pytest_vitperf.core.precision import PRECISIONS, REFERENCE, get_precision, sort_key
-from pytest_vitperf.engines.gemms import KINDS, dense_peak, shape_of, tflops
+from pytest_vitperf.engines.gemms import KINDS, dense_peak, roofline, shape_of
 from pytest_vitperf.engines.plan import PlanRecord
 from pytest_vitperf.measure.clocks import CLOCK_SPAN_WARN, ClockComparison, compare_clocks, sm_span, unexpected_reasons
 from pytest_vitperf.measure.measurement import NOISY_COV, Measurement, Spec
@@ -150,39 +150,55 @@ def summary(
     return table((*COLUMNS[:4], "GPU", *COLUMNS[4:]) if len(gpus) > 1 else COLUMNS, rows)
 
 
-GEMM_COLUMNS = ("shape (MxNxK)", "layer", "kind", "median ms", "CoV", "SM MHz", "TFLOPS", "% of peak", "vs fp16")
+GEMM_COLUMNS = ("shape (MxNxK)", "layer", "kind", "median ms", "CoV", "SM MHz", "TFLOPS", "% of peak", "GB/s",
+                "% of HBM", "FLOP/B", "bound", "vs fp16")  # fmt: skip
 
 
 def gemm_summary(measurements: Iterable[Measurement]) -> list[str]:
-    """One row per GEMM: throughput, its share of the GPU's dense peak (gemms.PEAKS) and its speedup over FP16 on
-    the same GPU; the peaks' source under the table."""
+    """One row per GEMM: its throughput against the GPU's two roofs (gemms.roofline: the dense peak and the HBM
+    bandwidth), the roof that bounds its arithmetic intensity, and its speedup over FP16 of the same operand mode on
+    the same GPU; the datasheets and the operand mode under the table."""
     ms = [(shape, m) for m in measurements if (shape := shape_of(m.spec.options)) is not None]
-    ms.sort(key=lambda sm: (sm[0].layer, sm[0].n, sm[0].m, sm[0].k, list(KINDS).index(sm[1].spec.precision)))
+    ms.sort(key=lambda sm: (sm[0].layer, sm[0].n, sm[0].m, sm[0].k, sm[1].spec.model,
+                            list(KINDS).index(sm[1].spec.precision)))  # fmt: skip
     fp16 = {(m.spec.model, m.spec.gpu_uuid): m for _, m in ms if m.spec.precision == "fp16"}
     rows, sources = [], set()
     for shape, m in ms:
         ref = fp16.get((m.spec.model, m.spec.gpu_uuid))
+        r = roofline(shape, m.spec.precision, m.median, m.spec.device)
         peak = dense_peak(m.spec.device, m.spec.precision)
-        tf = tflops(shape, m.median)
-        pct = "-"
         if peak is not None:
-            pct = f"{100 * tf / peak[0]:.0f}% of {peak[0]:.0f}"
-            sources.add(f"{peak[1].gpu}: {peak[1].source}")
+            sources.add(f"{peak[1].gpu}: {peak[1].source}, {peak[1].hbm_tbps} TB/s")
         padded = m.spec.options.get("padded_m")
+        hot = m.spec.options.get("operands", {}).get("hot")
         rows.append(
             [
-                f"{shape.m}x{shape.n}x{shape.k}" + (f" (M padded to {padded})" if padded else ""),
+                f"{shape.m}x{shape.n}x{shape.k}" + (f" (M padded to {padded})" if padded else "") + " hot" * bool(hot),
                 shape.layer or "-",
                 m.spec.precision,
                 f"{m.median:.4f}",
                 f"{m.cov:.1%}",
                 "-" if m.sm_mhz is None else f"{m.sm_mhz:.0f}",
-                f"{tf:.1f}",
-                pct,
+                f"{r.tflops:.1f}",
+                "-" if r.of_peak is None or r.peak_tflops is None else f"{r.of_peak:.0%} of {r.peak_tflops:.0f}",
+                f"{r.gbps:.0f}",
+                "-" if r.of_hbm is None else f"{r.of_hbm:.0%}",
+                f"{r.intensity:.0f}",
+                "-" if r.bound is None else r.bound,
                 "-" if ref is None or ref is m else f"{ref.median / m.median:.2f}x",
             ]
         )
-    notes = [f"peaks (dense, at the datasheet's boost clock): {s}" for s in sorted(sources)]
+    notes = [f"roofs (dense, at the datasheet's boost clock; HBM bandwidth): {s}" for s in sorted(sources)]
+    notes.append("GB/s and FLOP/B count the least traffic a product needs: A and B read once, its output written once; "
+                 "bound: memory below the ridge (peak / bandwidth), compute above it")  # fmt: skip
+    modes = [m.spec.options.get("operands") for _, m in ms]
+    rotated = sorted({o["copies"] for o in modes if o and not o.get("hot")})
+    if rotated:
+        notes.append(f"operands rotated over {rotated[0]}-{rotated[-1]} copies holding more than twice the L2, so each "
+                     "launch reads them from HBM")  # fmt: skip
+    if any(o and o.get("hot") for o in modes):
+        notes.append("hot: one set of operands launched back to back (--vitperf-gemm-hot); they stay in L2 where they "
+                     "fit, and % of HBM can pass 100%")  # fmt: skip
     batched = sorted({n for _, m in ms if (n := m.spec.options.get("launches_per_sample", 1)) > 1})
     if batched:
         notes.append(
