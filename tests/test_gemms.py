@@ -133,7 +133,9 @@ def test_the_summary_gives_tflops_share_of_peak_and_speedup() -> None:
     assert rows["int8"].endswith("-")  # no FP16 of that shape to compare with
     assert lines[5].startswith("roofs (dense, at the datasheet's boost clock; HBM bandwidth): H200 SXM: NVIDIA H200")
     assert lines[5].endswith("4.8 TB/s")
-    assert lines[-1] == "operands rotated over 4-4 copies holding more than twice the L2, so each launch reads them from HBM"
+    assert lines[-1] == (
+        "operands rotated over 4 copies holding more than twice the L2, so each launch reads them from HBM"
+    )
     assert shape_of(ms[0].spec.options) == shape and shape_of({}) is None
 
 

@@ -194,8 +194,9 @@ def gemm_summary(measurements: Iterable[Measurement]) -> list[str]:
     modes = [m.spec.options.get("operands") for _, m in ms]
     rotated = sorted({o["copies"] for o in modes if o and not o.get("hot")})
     if rotated:
-        notes.append(f"operands rotated over {rotated[0]}-{rotated[-1]} copies holding more than twice the L2, so each "
-                     "launch reads them from HBM")  # fmt: skip
+        copies = f"{rotated[0]}" + (f"-{rotated[-1]}" if len(rotated) > 1 else "")
+        notes.append(f"operands rotated over {copies} copies holding more than twice the L2, so each launch reads "
+                     "them from HBM")  # fmt: skip
     if any(o and o.get("hot") for o in modes):
         notes.append("hot: one set of operands launched back to back (--vitperf-gemm-hot); they stay in L2 where they "
                      "fit, and % of HBM can pass 100%")  # fmt: skip
