@@ -30,7 +30,8 @@ if TYPE_CHECKING:
     from pytest_vitperf.engines.backends import Backend, Engine
     from pytest_vitperf.measure.env import Device
     from pytest_vitperf.verdicts.accuracy import OutputError, TaskAccuracy
-    from pytest_vitperf.verdicts.baselines.store import JsonDirStorage
+    from pytest_vitperf.verdicts.baselines.store import BaselineKey, JsonDirStorage
+    from pytest_vitperf.verdicts.stats import Prior
 
 GPU_DEFAULTS = (("vit_base_patch16_224",), (1, 64))
 CPU_DEFAULTS = (("vit_tiny_patch16_224",), (1, 8))
@@ -56,6 +57,7 @@ class VitperfSession:
         self._startup_s: dict[str, float] = {}  # "device" (torch import + CUDA probe) and each model's build
         self.started = time.perf_counter()
         self.measure_s = 0.0  # wall time spent warming up and timing engines and GEMMs
+        self._priors: dict[tuple[str, str, str, str], Prior | None] = {}
         self._engines: dict[tuple[str, str, int, str, int], Engine] = {}  # (model, precision, batch, backend, build)
         self._other_backends: dict[str, tuple[Backend, str | None]] = {}
         self._models: dict[str, Any] = {}
@@ -332,6 +334,15 @@ class VitperfSession:
 
         d = self.settings.baseline_dir
         return JsonDirStorage(d) if d is not None else None
+
+    def spread_prior(self, key: BaselineKey, gpu_uuid: str) -> Prior | None:
+        """The spread prior of the stored rows beside `key` (baselines/gate.prior_for), read once per GPU model."""
+        from pytest_vitperf.verdicts.baselines.gate import prior_for
+
+        where = (key.backend, key.backend_version, key.gpu, gpu_uuid)
+        if where not in self._priors and self.baselines is not None:
+            self._priors[where] = prior_for(self.baselines, key, gpu_uuid)
+        return self._priors.get(where)
 
     @cached_property
     def environment(self) -> dict[str, Any]:

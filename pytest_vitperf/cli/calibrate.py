@@ -18,6 +18,7 @@ from typing import Any
 from pytest_vitperf.cli import argtypes
 from pytest_vitperf.cli.baselines import DEFAULT_BASELINES
 from pytest_vitperf.report.tables import table
+from pytest_vitperf.verdicts.stats import Prior
 
 
 def _pytest(args: argparse.Namespace, *extra: str) -> list[str]:
@@ -33,17 +34,22 @@ def _run(cmd: list[str], quiet: bool) -> subprocess.CompletedProcess[str]:
 def spread_rows(root: Path, rate: float) -> list[tuple[str, ...]]:
     """Every baseline row with runs: its runs on the board of its newest run, their spread, and the smallest slowdown
     the gate sees there (what compare() would judge a run of that board with)."""
-    from pytest_vitperf.verdicts.baselines.compare import compare
+    from pytest_vitperf.verdicts.baselines.compare import compare, matrix_prior
     from pytest_vitperf.verdicts.baselines.store import JsonDirStorage
 
     baselines = [b for b in JsonDirStorage(root).all() if b.runs]
+    priors: dict[tuple[Path, str], Prior | None] = {}
     rows: list[tuple[str, ...]] = []
     for b in baselines:
         newest = b.runs[-1]
-        c = compare(b, newest.median_ms, gpu_uuid=newest.gpu_uuid, level=rate / len(baselines))
+        where = (b.key.relpath().parent, newest.gpu_uuid)
+        if where not in priors:
+            priors[where] = matrix_prior([o for o in baselines if o.key.relpath().parent == where[0]], where[1])
+        c = compare(b, newest.median_ms, gpu_uuid=newest.gpu_uuid, level=rate / len(baselines), prior=priors[where])
         k = b.key
         rows.append((k.model, k.precision, f"{k.batch}{' (cold)' if k.cold else ''}", str(c.runs),
-                     "unknown" if c.sd_log is None else f"{c.sd_log:.2%}",
+                     "unknown" if c.sd_log is None else f"{c.sd_log:.2%}" + (
+                         "" if c.own_sd_log is None else f" (own {c.own_sd_log:.2%})"),
                      "-" if c.detectable is None else f"{c.detectable:.1%}",
                      newest.gpu_uuid[:12] or "-", newest.date))  # fmt: skip
     return rows
@@ -64,7 +70,8 @@ def _calibrate(args: argparse.Namespace) -> int:
     header = ("model", "precision", "batch", "runs", "spread (sd)", "can see", "board", "last run")
     for line in table(header, rows):
         print(line)
-    print(f"spread: the sd of log median between runs on this board; can see: the smallest slowdown the gate flags "
+    print(f"spread: the sd of log median between runs on this board, moderated by the other rows' (own: the row's "
+          f"alone); can see: the smallest slowdown the gate flags "
           f"4 times in 5, at a {args.false_alarm:.0%} false-alarm rate over these {len(rows)} rows")  # fmt: skip
     if args.inject is None:
         return 0

@@ -15,7 +15,8 @@ def _spread(c: Comparison) -> str:
     where = f", {c.board}" if c.board else ""
     if c.sd_log is None:
         return f"unknown: {c.runs} run(s){where}"
-    return f"{c.sd_log:.1%} ({c.runs} runs{where}{', cycles' if c.unit == 'cycles' else ''})"
+    moderated = "" if c.own_sd_log is None else f", own {c.own_sd_log:.1%}"
+    return f"{c.sd_log:.1%} ({c.runs} runs{where}{', cycles' if c.unit == 'cycles' else ''}{moderated})"
 
 
 def _outcome_row(o: gate.Outcome) -> tuple[str, ...]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 CONFIDENCE = 0.95
@@ -192,8 +192,64 @@ class Spread:
         """The smallest slowdown flagged at `level` with probability `power`."""
         return _detectable(self.se, self.df_total, level, power)
 
+    def moderated(self, prior: Prior | None) -> Spread:
+        """The spread shrunk toward the matrix's (`spread_prior`): the variances weighted by their degrees of freedom,
+        and the degrees of freedom added, as limma's moderated t takes them (Smyth 2004)."""
+        if prior is None:
+            return self
+        df = self.df + prior.df
+        return replace(self, sd_log=math.sqrt((prior.df * prior.var + self.df * self.sd_log**2) / df), df=df)
+
     def to_dict(self) -> dict[str, float]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class Prior:
+    """What the other rows of a matrix say about one row's spread before its own runs do: a variance of log run
+    values, worth `df` degrees of freedom."""
+
+    var: float
+    df: float
+
+
+def spread_prior(rows: Sequence[Spread]) -> Prior | None:
+    """Smyth's (2004) empirical-Bayes prior for the rows' variances: a scaled inverse chi-square fitted by moments to
+    the logs of the rows' sample variances. Five runs give a row 4 degrees of freedom, and a t quantile at a 5%
+    rate shared by 80 rows of 9.9; borrowing strength from rows of like spread brings it to about 4, so that five
+    runs see a change of a few percent. Rows of unlike spread (the fitted df is small) lend little, and a row
+    whose own spread is large keeps most of it. The prior's df is capped at the rows' own df in all: it cannot know
+    more than they do. None below 3 rows."""
+    from scipy.special import digamma, polygamma
+
+    data = [(r.sd_log**2, r.df) for r in rows if r.sd_log > 0 and r.df > 0]
+    if len(data) < 3:
+        return None
+    e = [math.log(v) - float(digamma(d / 2)) + math.log(d / 2) for v, d in data]
+    mean = math.fsum(e) / len(e)
+    excess = math.fsum((x - mean) ** 2 for x in e) / (len(e) - 1)
+    excess -= math.fsum(float(polygamma(1, d / 2)) for _, d in data) / len(data)
+    cap = math.fsum(d for _, d in data)
+    df = cap if excess <= 0 else min(cap, 2 * _trigamma_inverse(excess))
+    return Prior(math.exp(mean + float(digamma(df / 2)) - math.log(df / 2)), df)
+
+
+def _trigamma_inverse(x: float) -> float:
+    """y with trigamma(y) = x, by Newton's method from Smyth's starting point (limma's trigammaInverse)."""
+    from scipy.special import polygamma
+
+    if x > 1e7:
+        return 1 / math.sqrt(x)
+    if x < 1e-6:
+        return 1 / x
+    y = 0.5 + 1 / x
+    for _ in range(50):
+        tri = float(polygamma(1, y))
+        step = tri * (1 - tri / x) / float(polygamma(2, y))
+        y += step
+        if -step / y < 1e-8:
+            break
+    return y
 
 
 def pooled_spread(groups: Sequence[Sequence[float]], n_reference: int, board_sd: float = 0.0) -> Spread | None:

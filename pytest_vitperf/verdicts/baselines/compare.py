@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from pytest_vitperf.verdicts.stats import false_discoveries, pooled_spread
+from pytest_vitperf.verdicts.stats import Prior, Spread, false_discoveries, pooled_spread, spread_prior
 
 if TYPE_CHECKING:
     from pytest_vitperf.verdicts.baselines.store import Baseline, Run
@@ -53,13 +53,15 @@ class Comparison:
     noise: float | None = None  # the change an unchanged row exceeds at the row's level
     detectable: float | None = None  # the smallest slowdown this row flags (80% power), at least the threshold
     level: float = FALSE_ALARM  # the two-sided level the row was judged at
+    own_sd_log: float | None = None  # the row's own spread, before the matrix's prior moderated it
 
     @property
     def method(self) -> str:
         if self.sd_log is None:
             return f"spread unknown: {self.runs} run(s)"
         where = f", {self.board}" if self.board else ""
-        return f"t on {self.runs} runs{where}, in {self.unit}"
+        moderated = "" if self.own_sd_log is None else f", moderated from {self.own_sd_log:.2%}"
+        return f"t on {self.runs} runs{where}{moderated}, in {self.unit}"
 
 
 def decide(delta: float, significant: bool, threshold: float) -> str:
@@ -72,6 +74,30 @@ def _log(run: Run, cycles: bool) -> float:
     return math.log(run.kcycles if cycles and run.kcycles else run.median_ms)
 
 
+def _pool(baseline: Baseline, gpu_uuid: str) -> tuple[list[Run], str]:
+    """The runs a run of `gpu_uuid` is judged against (its board's where it has any, else every board's), and which
+    board that is."""
+    runs = list(baseline.runs)
+    same = [r for r in runs if gpu_uuid and r.gpu_uuid == gpu_uuid]
+    board = SAME_BOARD if same else OTHER_BOARD if gpu_uuid and any(r.gpu_uuid for r in runs) else ""
+    return same or runs, board
+
+
+def _groups(pool: Iterable[Run], cycles: bool) -> list[list[float]]:
+    """Log run values by (board, baseline group): the spread is pooled within them."""
+    groups: dict[tuple[str, int], list[float]] = defaultdict(list)
+    for r in pool:
+        groups[(r.gpu_uuid, r.group)].append(_log(r, cycles))
+    return list(groups.values())
+
+
+def matrix_prior(baselines: Iterable[Baseline], gpu_uuid: str) -> Prior | None:
+    """The prior the rows of one GPU model's baselines give each other's spreads (stats.spread_prior): each row's own
+    spread in time, on the runs a run of `gpu_uuid` is judged against."""
+    own = (pooled_spread(_groups(_pool(b, gpu_uuid)[0], False), 1) for b in baselines)
+    return spread_prior([sp for sp in own if sp is not None])
+
+
 def compare(
     baseline: Baseline,
     current_ms: float,
@@ -82,18 +108,17 @@ def compare(
     level: float = FALSE_ALARM,
     board_spread: float = BOARD_SPREAD,
     threshold_only: bool = False,
+    prior: Prior | None = None,
 ) -> Comparison:
     """`current_ms` against the baseline's runs. `level` is the row's own two-sided level: the run's rate over its
-    rows (Bonferroni) for a verdict taken at once, which `settle` then refines over the matrix. `threshold_only`
-    judges rows of unknown spread by the threshold alone (the upgrade report of published numbers) and says so."""
+    rows (Bonferroni) for a verdict taken at once, which `settle` then refines over the matrix. `prior` (from
+    `matrix_prior`) moderates the row's spread with its neighbours'. `threshold_only` judges rows of unknown spread
+    by the threshold alone (the upgrade report of published numbers) and says so."""
     if not threshold >= 0:
         raise ValueError(f"threshold must be >= 0, got {threshold!r}")
     if not (baseline.value > 0 and current_ms > 0):
         raise ValueError(f"latencies must be positive, got baseline {baseline.value!r} and current {current_ms!r}")
-    runs = list(baseline.runs)
-    same = [r for r in runs if gpu_uuid and r.gpu_uuid == gpu_uuid]
-    board = SAME_BOARD if same else OTHER_BOARD if gpu_uuid and any(r.gpu_uuid for r in runs) else ""
-    pool = same or runs
+    pool, board = _pool(baseline, gpu_uuid)
     cycles = board == OTHER_BOARD and bool(current_mhz) and all(r.sm_mhz for r in pool)
     if not pool:
         delta = current_ms / baseline.value - 1
@@ -101,23 +126,21 @@ def compare(
         return Comparison(baseline.value, current_ms, baseline.statistic, threshold, change, delta, level=level)
     newest = max(r.group for r in pool)
     reference = [r for r in pool if r.group == newest]
-    groups: dict[tuple[str, int], list[float]] = defaultdict(list)
-    for r in pool:
-        groups[(r.gpu_uuid, r.group)].append(_log(r, cycles))
-    spread = pooled_spread(list(groups.values()), len(reference), board_spread if board == OTHER_BOARD else 0.0)
+    own = pooled_spread(_groups(pool, cycles), len(reference), board_spread if board == OTHER_BOARD else 0.0)
+    spread: Spread | None = None if own is None else own.moderated(prior)
     ref_ms = math.exp(math.fsum(math.log(r.median_ms) for r in reference) / len(reference))
     ref_log = math.fsum(_log(r, cycles) for r in reference) / len(reference)
     current = math.log(current_ms * current_mhz) if cycles and current_mhz else math.log(current_ms)
     delta = math.expm1(current - ref_log)
     facts: dict[str, Any] = {"unit": CYCLES if cycles else TIME, "runs": len(pool), "board": board, "level": level}
-    if spread is None:
+    if own is None or spread is None:
         change = decide(delta, True, threshold) if threshold_only else UNKNOWN
         return Comparison(ref_ms, current_ms, "median", threshold, change, delta, **facts)
     p = spread.p_value(current - ref_log)
     return Comparison(
         ref_ms, current_ms, "median", threshold, decide(delta, p <= level, threshold), delta, **facts,
         sd_log=spread.sd_log, p_value=p, noise=spread.bound(level),
-        detectable=max(threshold, spread.detectable(level)),
+        detectable=max(threshold, spread.detectable(level)), own_sd_log=None if prior is None else own.sd_log,
     )  # fmt: skip
 
 

@@ -15,7 +15,15 @@ from datetime import date
 from typing import Any
 
 from pytest_vitperf.measure.measurement import Measurement
-from pytest_vitperf.verdicts.baselines.compare import BOARD_SPREAD, FALSE_ALARM, REGRESSION, Comparison, compare, settle
+from pytest_vitperf.verdicts.baselines.compare import (
+    BOARD_SPREAD,
+    FALSE_ALARM,
+    REGRESSION,
+    Comparison,
+    compare,
+    matrix_prior,
+    settle,
+)
 from pytest_vitperf.verdicts.baselines.store import (
     MAX_RUNS,
     Baseline,
@@ -23,7 +31,9 @@ from pytest_vitperf.verdicts.baselines.store import (
     BaselineKey,
     JsonDirStorage,
     Run,
+    read_file,
 )
+from pytest_vitperf.verdicts.stats import Prior
 
 COMPARED = "compared"
 MISSING = "missing"
@@ -105,6 +115,7 @@ def judge(
     updating: bool = False,
     level: float = FALSE_ALARM,
     board_spread: float = BOARD_SPREAD,
+    prior: Prior | None = None,
 ) -> Outcome:
     """Compare `m` with its baseline's runs at the row's `level` (the run's false-alarm rate over its rows) and
     decide: a regression, an unreadable baseline file, or (strict) a missing baseline fails; while baselines are
@@ -123,7 +134,7 @@ def judge(
         return Outcome(key, MISSING, m.median, note=note, failure=MISSING if strict and not updating else None)
     current = m.mean if baseline.statistic == "mean" and not baseline.runs else m.median  # as a published mean
     c = compare(baseline, current, current_mhz=m.sm_mhz, gpu_uuid=m.spec.gpu_uuid or "", threshold=threshold,
-                level=level, board_spread=board_spread)  # fmt: skip
+                level=level, board_spread=board_spread, prior=prior)  # fmt: skip
     changes = tuple(
         f"{k} {baseline.environment.get(k)} -> {environment.get(k)}"
         for k in _FINGERPRINT
@@ -131,6 +142,19 @@ def judge(
     )
     failure = REGRESSION if c.change == REGRESSION and not updating else None
     return Outcome(key, COMPARED, current, c, _source(baseline), "", changes, failure)
+
+
+def prior_for(storage: JsonDirStorage, key: BaselineKey, gpu_uuid: str) -> Prior | None:
+    """The spread prior of every row stored for the key's backend version and GPU model (compare.matrix_prior), so
+    that a row's verdict does not hang on which other tests a run selects. Unreadable files lend nothing: each row's
+    own judgement reports them."""
+    rows: list[Baseline] = []
+    for f in sorted(storage.path(key).parent.glob("*.json")):
+        try:
+            rows += read_file(f).values()
+        except BaselineFileError:
+            continue
+    return matrix_prior(rows, gpu_uuid)
 
 
 def settle_outcomes(outcomes: list[Outcome], rate: float, *, updating: bool = False) -> list[Outcome]:
