@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -25,9 +26,12 @@ from pytest_vitperf.verdicts.baselines.compare import (
     SAME_BOARD,
     UNKNOWN,
     WITHIN_NOISE,
+    Comparison,
     compare,
+    matrix_prior,
     settle,
 )
+from pytest_vitperf.verdicts.baselines.gate import prior_for
 from pytest_vitperf.verdicts.baselines.store import (
     Baseline,
     BaselineFileError,
@@ -37,6 +41,7 @@ from pytest_vitperf.verdicts.baselines.store import (
     read_file,
 )
 from pytest_vitperf.verdicts.baselines.upgrade import UpgradeError, build_report
+from pytest_vitperf.verdicts.stats import Prior
 from tests.conftest import REPO
 
 SEED_BASELINES = REPO / "baselines"
@@ -279,6 +284,68 @@ def test_reruns_of_one_real_measurement_flag_nothing() -> None:
     b = with_runs(runs(*medians[:5]))
     cs = [compare(b, m, gpu_uuid=UUID, level=0.05 / 16) for m in medians[5:]]
     assert [c.change for c in settle(cs) if c is not None].count(REGRESSION) == 0
+
+
+def test_a_prior_from_the_matrix_lets_a_row_of_three_runs_see_what_its_own_spread_cannot() -> None:
+    b = with_runs(runs(10.0, 10.1, 9.9))  # 1% with 2 degrees of freedom of its own
+    level = 0.05 / 80
+    own = compare(b, 12.0, gpu_uuid=UUID, level=level)
+    moderated = compare(b, 12.0, gpu_uuid=UUID, level=level, prior=Prior(0.015**2, 20))
+    assert own.change == WITHIN_NOISE and own.own_sd_log is None
+    assert moderated.change == REGRESSION and moderated.detectable < own.detectable
+    assert moderated.own_sd_log == pytest.approx(own.sd_log) and moderated.sd_log > own.sd_log
+    assert moderated.method == f"t on 3 runs, same board, moderated from {own.sd_log:.2%}, in time"
+    # Two runs give no spread of their own to moderate: still unknown.
+    assert compare(with_runs(runs(10.0, 10.1)), 20.0, gpu_uuid=UUID, prior=Prior(1e-4, 20)).change == UNKNOWN
+
+
+@pytest.mark.parametrize("matrix", ["inverse chi-square", "two clusters by latency"])
+def test_moderated_matrices_flag_identical_runs_at_most_at_the_false_alarm_rate(matrix: str) -> None:
+    """Simulated A/A with the matrix's prior: 300 gated runs of 40 rows, each row calibrated by 4 runs. The rows'
+    true spreads are drawn from a scaled inverse chi-square (s0 = 1%, d0 = 5), or are 0.5% for half the rows (5 ms)
+    and 2% for the others (20 us), as the stored H100 matrix's ViT and GEMM rows were. The share of runs that
+    flag anything stays at Benjamini-Hochberg's 5%, and a row slowed by its 'can see' figure is flagged about 4
+    times in 5."""
+    rng = np.random.default_rng(5)
+    rate, rows = 0.05, 40
+    flagged = seen = 0
+    for _ in range(300):
+        if matrix == "two clusters by latency":
+            ms, sds = np.repeat([5.0, 0.02], rows // 2), np.repeat([0.005, 0.02], rows // 2)
+        else:
+            ms, sds = np.full(rows, 1.0), 0.01 * np.sqrt(5 / rng.chisquare(5, rows))
+        matrix_rows = [with_runs(runs(*(m * np.exp(rng.normal(0, sd, 4))))) for m, sd in zip(ms, sds, strict=True)]
+        prior = matrix_prior(matrix_rows, UUID)
+        assert prior is not None
+
+        def judge(i: int, now: float) -> Comparison:
+            return compare(matrix_rows[i], now, gpu_uuid=UUID, threshold=0.0, level=rate / rows, prior=prior)  # noqa: B023
+
+        cs = [judge(i, float(m)) for i, m in enumerate(ms * np.exp(rng.normal(0, sds)))]
+        flagged += any(c is not None and c.change != WITHIN_NOISE for c in settle(cs, rate))
+        i = int(rng.integers(rows))
+        seen += judge(i, float(ms[i] * np.exp(rng.normal(0, sds[i]))) * (1 + cs[i].detectable)).change == REGRESSION
+    assert flagged / 300 <= rate + 3 * (rate * (1 - rate) / 300) ** 0.5
+    assert 0.65 <= seen / 300 <= 0.95, seen
+
+
+def test_the_gates_prior_reads_every_row_of_the_gpu_model_and_skips_an_unreadable_file(tmp_path: Path) -> None:
+    store = JsonDirStorage(tmp_path)
+    rows = [replace(baseline(10.0, model=f"m{i}"), runs=runs(10.0, 10.0 + 0.1 * i, 9.95, 10.02)) for i in range(1, 5)]
+    store.put(rows)
+    (store.path(rows[0].key).parent / "broken.json").write_text("{")
+    # Another GPU model's rows are not this matrix's.
+    store.put([replace(baseline(10.0, model="m9", gpu="NVIDIA H200"), runs=runs(10.0, 13.0, 7.0))])
+    assert prior_for(store, rows[0].key, UUID) == matrix_prior(rows, UUID)
+
+
+def test_calibrate_shows_the_moderated_spread_beside_the_rows_own(tmp_path: Path) -> None:
+    from pytest_vitperf.cli.calibrate import spread_rows
+
+    store = JsonDirStorage(tmp_path)
+    store.put([replace(baseline(10.0, model=f"m{i}"), runs=runs(10.0, 10.0 + 0.1 * i, 9.95, 10.02)) for i in range(4)])
+    shown = spread_rows(tmp_path, 0.05)
+    assert len(shown) == 4 and all(re.fullmatch(r"\d+\.\d\d% \(own \d+\.\d\d%\)", r[4]) for r in shown), shown
 
 
 # -- trtexec ----------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import random
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -17,6 +18,8 @@ from pytest_vitperf.verdicts.stats import (
     UNKNOWN,
     BuildSpread,
     Interval,
+    Prior,
+    Spread,
     against_floor,
     build_spread,
     detectable_change,
@@ -25,6 +28,7 @@ from pytest_vitperf.verdicts.stats import (
     log_ratio_interval,
     nested_interval,
     ratio_interval,
+    spread_prior,
 )
 
 
@@ -164,8 +168,6 @@ def test_the_text_shows_three_digits_for_a_narrow_interval() -> None:
 def test_build_spread_is_the_random_effects_anova_estimate() -> None:
     """Two precisions of two builds and three rounds, by numpy: within each precision the rounds' means removed (the
     round's clock), then the two-way table's build and residual mean squares pooled, and (MSB - MSW) / rounds."""
-    import numpy as np
-
     q1 = [[0.10, 0.12, 0.08], [0.13, 0.16, 0.10]]  # the second build runs about 3% slower, in the same rounds
     q2 = [[0.50, 0.49, 0.53], [0.49, 0.47, 0.52]]
     ss_b = ss_w = 0.0
@@ -229,3 +231,63 @@ def test_an_interval_at_an_extreme_confidence_opens_to_infinity_instead_of_raisi
     got = nested_interval(ref, cand, None, 1 - 3.3e-7)
     assert got is not None and got.low == 0.0 and got.high == math.inf
     assert against_floor(got, 1.0) == UNKNOWN
+
+
+# -- spreads moderated by the matrix (Smyth 2004) ---------------------------------------------------------------
+def test_trigamma_inverse_undoes_trigamma() -> None:
+    from scipy.special import polygamma
+
+    from pytest_vitperf.verdicts.stats import _trigamma_inverse
+
+    for y in (0.01, 0.5, 3.0, 100.0, 1e4):
+        assert _trigamma_inverse(float(polygamma(1, y))) == pytest.approx(y, rel=1e-6)
+
+
+def test_the_prior_recovers_the_scale_and_the_degrees_of_freedom_of_the_rows_variances() -> None:
+    """Rows whose true variances are drawn from a scaled inverse chi-square (s0 = 1%, d0 = 6), each estimated from
+    4 runs (3 df): the moments fit finds s0 and d0 again, within what 400 rows allow."""
+    rng = np.random.default_rng(11)
+    s0, d0, d = 0.01, 6, 3
+    true_var = s0**2 * d0 / rng.chisquare(d0, 400)
+    prior = spread_prior([Spread(float(np.sqrt(v * rng.chisquare(d) / d)), d, 4) for v in true_var])
+    assert prior is not None
+    assert prior.var == pytest.approx(s0**2, rel=0.15) and 3 < prior.df < 12 and prior.slope == 0
+    # One shared variance (d0 infinite): a large df, the variance within sampling error.
+    shared = spread_prior([Spread(float(0.01 * np.sqrt(rng.chisquare(d) / d)), d, 4) for _ in range(400)])
+    assert shared is not None and shared.var == pytest.approx(1e-4, rel=0.15) and shared.df > 6
+
+
+def test_the_prior_follows_a_trend_in_latency() -> None:
+    """Variances that halve for every e-fold of latency (a slope of -0.7 in log variance), as short GEMMs spread more
+    than whole ViTs: the fitted line finds the slope, and the variance it gives a row is that row's, not the
+    matrix's average."""
+    rng = np.random.default_rng(12)
+    at = rng.uniform(math.log(0.01), math.log(10.0), 400)
+    true_var = 1e-4 * np.exp(-0.7 * (at - at.mean()))
+    rows = [Spread(float(np.sqrt(v * rng.chisquare(3) / 3)), 3, 4) for v in true_var]
+    prior = spread_prior(rows, list(at))
+    assert prior is not None and prior.slope == pytest.approx(-0.7, abs=0.1) and prior.df > 6
+    for x in (math.log(0.02), math.log(5.0)):
+        assert prior.var_at(x) == pytest.approx(1e-4 * math.exp(-0.7 * (x - at.mean())), rel=0.25)
+    assert spread_prior(rows[:3], list(at[:3])) is not None  # three rows: no line, the flat prior
+
+
+def test_a_prior_needs_three_rows_with_a_spread() -> None:
+    two = [Spread(0.01, 4, 5), Spread(0.02, 4, 5)]
+    assert spread_prior(two) is None
+    assert spread_prior([*two, Spread(0.0, 4, 5)]) is None  # a row without spread lends nothing
+    assert spread_prior([*two, Spread(0.015, 4, 5)]) is not None
+
+
+def test_moderation_weighs_the_two_variances_by_their_degrees_of_freedom() -> None:
+    own = Spread(0.03, 2, 3)
+    m = own.moderated(Prior(0.01**2, 1.5))
+    assert m.df == 3.5 and m.n_reference == 3
+    assert m.sd_log == pytest.approx(math.sqrt((1.5 * 1e-4 + 2 * 9e-4) / 3.5))
+    assert own.moderated(None) is own
+    # The prior never weighs more than the row's own runs.
+    capped = own.moderated(Prior(0.01**2, 50))
+    assert capped.df == 4 and capped.sd_log == pytest.approx(math.sqrt((2 * 1e-4 + 2 * 9e-4) / 4))
+    # A trend: the prior is read at the row's latency.
+    trend = Prior(1e-4, 2, slope=-1.0, center=0.0)
+    assert own.moderated(trend, at=-1.0).sd_log == pytest.approx(math.sqrt((2 * 1e-4 * math.e + 2 * 9e-4) / 4))

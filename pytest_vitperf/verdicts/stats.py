@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 CONFIDENCE = 0.95
+ROUNDING = 1e-12  # a log difference this small is floating-point rounding of equal latencies, not a change
 T_ON_LOG_RATIOS = "t on log ratios"
 
 PASS, FAIL, UNKNOWN, INCONCLUSIVE = "pass", "FAIL", "unknown", "inconclusive"
@@ -179,7 +180,7 @@ class Spread:
         from scipy.stats import t
 
         if self.se == 0.0:
-            return 1.0 if log_change == 0 else 0.0
+            return 1.0 if abs(log_change) < ROUNDING else 0.0
         return float(2 * t.sf(abs(log_change) / self.se, self.df_total))
 
     def bound(self, level: float) -> float:
@@ -192,13 +193,17 @@ class Spread:
         """The smallest slowdown flagged at `level` with probability `power`."""
         return _detectable(self.se, self.df_total, level, power)
 
-    def moderated(self, prior: Prior | None) -> Spread:
-        """The spread shrunk toward the matrix's (`spread_prior`): the variances weighted by their degrees of freedom,
-        and the degrees of freedom added, as limma's moderated t takes them (Smyth 2004)."""
+    def moderated(self, prior: Prior | None, at: float = 0.0) -> Spread:
+        """The spread shrunk toward the matrix's (`spread_prior`, read at the row's log latency `at`): the variances
+        weighted by their degrees of freedom, and the degrees of freedom added, as limma's moderated t takes them
+        (Smyth 2004). The prior weighs at most as much as the row's own runs: its degrees of freedom, fitted to a few
+        dozen rows, are a noisy estimate, and at full weight simulated A/A matrices flagged 6-8% of the time at a
+        5% rate (docs/baselines.md)."""
         if prior is None:
             return self
-        df = self.df + prior.df
-        return replace(self, sd_log=math.sqrt((prior.df * prior.var + self.df * self.sd_log**2) / df), df=df)
+        weight = min(prior.df, self.df)
+        df = self.df + weight
+        return replace(self, sd_log=math.sqrt((weight * prior.var_at(at) + self.df * self.sd_log**2) / df), df=df)
 
     def to_dict(self) -> dict[str, float]:
         return asdict(self)
@@ -207,31 +212,45 @@ class Spread:
 @dataclass(frozen=True)
 class Prior:
     """What the other rows of a matrix say about one row's spread before its own runs do: a variance of log run
-    values, worth `df` degrees of freedom."""
+    values, worth `df` degrees of freedom, at the log latency `center`; it scales by exp(slope) per unit of log
+    latency away from it (short products spread more than whole ViTs)."""
 
     var: float
     df: float
+    slope: float = 0.0
+    center: float = 0.0
+
+    def var_at(self, at: float) -> float:
+        return self.var * math.exp(self.slope * (at - self.center))
 
 
-def spread_prior(rows: Sequence[Spread]) -> Prior | None:
+def spread_prior(rows: Sequence[Spread], at: Sequence[float] | None = None) -> Prior | None:
     """Smyth's (2004) empirical-Bayes prior for the rows' variances: a scaled inverse chi-square fitted by moments to
-    the logs of the rows' sample variances. Five runs give a row 4 degrees of freedom, and a t quantile at a 5%
-    rate shared by 80 rows of 9.9; borrowing strength from rows of like spread brings it to about 4, so that five
-    runs see a change of a few percent. Rows of unlike spread (the fitted df is small) lend little, and a row
-    whose own spread is large keeps most of it. The prior's df is capped at the rows' own df in all: it cannot know
-    more than they do. None below 3 rows."""
+    the logs of the rows' sample variances, around a straight line in the rows' log latencies `at` where given
+    (limma's trend: on an H100 the GEMM rows of tens of microseconds spread 1.5-3% between processes, the ViT rows
+    0.3-0.8%). Five runs give a row 4 degrees of freedom, and a t quantile at a 5% rate shared by 80 rows of 9.9;
+    rows of like spread lend it theirs. Rows of unlike spread (the fitted df is small) lend little. The prior's df
+    is capped at the rows' own df in all: it cannot know more than they do. None below 3 rows (4 with a trend)."""
     from scipy.special import digamma, polygamma
 
-    data = [(r.sd_log**2, r.df) for r in rows if r.sd_log > 0 and r.df > 0]
+    xs = [0.0] * len(rows) if at is None else list(at)
+    data = [(r.sd_log**2, r.df, x) for r, x in zip(rows, xs, strict=True) if r.sd_log > 0 and r.df > 0]
+    trend = at is not None and len(data) >= 4 and len({x for *_, x in data}) > 1
     if len(data) < 3:
         return None
-    e = [math.log(v) - float(digamma(d / 2)) + math.log(d / 2) for v, d in data]
+    e = [math.log(v) - float(digamma(d / 2)) + math.log(d / 2) for v, d, _ in data]
+    center = math.fsum(x for *_, x in data) / len(data) if trend else 0.0
     mean = math.fsum(e) / len(e)
-    excess = math.fsum((x - mean) ** 2 for x in e) / (len(e) - 1)
-    excess -= math.fsum(float(polygamma(1, d / 2)) for _, d in data) / len(data)
-    cap = math.fsum(d for _, d in data)
+    slope = 0.0
+    if trend:
+        sxx = math.fsum((x - center) ** 2 for *_, x in data)
+        slope = math.fsum((x - center) * (y - mean) for (*_, x), y in zip(data, e, strict=True)) / sxx
+    residuals = [y - mean - slope * (x - center) for (*_, x), y in zip(data, e, strict=True)]
+    excess = math.fsum(r**2 for r in residuals) / (len(e) - 1 - trend)
+    excess -= math.fsum(float(polygamma(1, d / 2)) for _, d, _ in data) / len(data)
+    cap = math.fsum(d for _, d, _ in data)
     df = cap if excess <= 0 else min(cap, 2 * _trigamma_inverse(excess))
-    return Prior(math.exp(mean + float(digamma(df / 2)) - math.log(df / 2)), df)
+    return Prior(math.exp(mean + float(digamma(df / 2)) - math.log(df / 2)), df, slope, center)
 
 
 def _trigamma_inverse(x: float) -> float:
@@ -265,7 +284,8 @@ def pooled_spread(groups: Sequence[Sequence[float]], n_reference: int, board_sd:
         df += len(xs) - 1
     if df < 2 or n_reference < 1:
         return None
-    return Spread(math.sqrt(ss / df), df, n_reference, board_sd)
+    sd = math.sqrt(ss / df)
+    return Spread(0.0 if sd < ROUNDING else sd, df, n_reference, board_sd)
 
 
 # -- engines built more than once: the spread between builds ------------------------------------------------------

@@ -91,11 +91,17 @@ def _groups(pool: Iterable[Run], cycles: bool) -> list[list[float]]:
     return list(groups.values())
 
 
+def _at(pool: Sequence[Run]) -> float:
+    """Where a row sits on the prior's trend: its mean log latency."""
+    return math.fsum(math.log(r.median_ms) for r in pool) / len(pool)
+
+
 def matrix_prior(baselines: Iterable[Baseline], gpu_uuid: str) -> Prior | None:
     """The prior the rows of one GPU model's baselines give each other's spreads (stats.spread_prior): each row's own
-    spread in time, on the runs a run of `gpu_uuid` is judged against."""
-    own = (pooled_spread(_groups(_pool(b, gpu_uuid)[0], False), 1) for b in baselines)
-    return spread_prior([sp for sp in own if sp is not None])
+    spread in time, on the runs a run of `gpu_uuid` is judged against, with its latency."""
+    own = [(pooled_spread(_groups(pool, False), 1), pool) for pool, _ in (_pool(b, gpu_uuid) for b in baselines)]
+    known = [(sp, _at(pool)) for sp, pool in own if sp is not None]
+    return spread_prior([sp for sp, _ in known], [x for _, x in known])
 
 
 def compare(
@@ -127,7 +133,7 @@ def compare(
     newest = max(r.group for r in pool)
     reference = [r for r in pool if r.group == newest]
     own = pooled_spread(_groups(pool, cycles), len(reference), board_spread if board == OTHER_BOARD else 0.0)
-    spread: Spread | None = None if own is None else own.moderated(prior)
+    spread: Spread | None = None if own is None else own.moderated(prior, _at(pool))
     ref_ms = math.exp(math.fsum(math.log(r.median_ms) for r in reference) / len(reference))
     ref_log = math.fsum(_log(r, cycles) for r in reference) / len(reference)
     current = math.log(current_ms * current_mhz) if cycles and current_mhz else math.log(current_ms)
