@@ -299,6 +299,19 @@ def test_a_prior_from_the_matrix_lets_a_row_of_three_runs_see_what_its_own_sprea
     assert compare(with_runs(runs(10.0, 10.1)), 20.0, gpu_uuid=UUID, prior=Prior(1e-4, 20)).change == UNKNOWN
 
 
+def test_the_summary_shows_the_moderated_spread_beside_the_rows_own_and_says_what_moderated_it() -> None:
+    from pytest_vitperf.report.baselines import baseline_summary
+    from pytest_vitperf.verdicts.baselines.gate import COMPARED, Outcome
+
+    b = with_runs(runs(10.0, 10.1, 9.9))
+    c = compare(b, 10.05, gpu_uuid=UUID, prior=Prior(0.005**2, 20))
+    lines = baseline_summary([Outcome(b.key, COMPARED, 10.05, c)], [], 0.05)
+    assert re.search(r"\d\.\d% \(3 runs, same board, own 1\.0%\) +\d+\.\d% +within noise", lines[2]), lines
+    assert any(line.startswith("spread: moderated toward the other stored rows") for line in lines)
+    plain = baseline_summary([Outcome(b.key, COMPARED, 10.05, compare(b, 10.05, gpu_uuid=UUID))], [], 0.05)
+    assert not any(line.startswith("spread: moderated") for line in plain) and "own" not in plain[2]
+
+
 @pytest.mark.parametrize("matrix", ["inverse chi-square", "two clusters by latency"])
 def test_moderated_matrices_flag_identical_runs_at_most_at_the_false_alarm_rate(matrix: str) -> None:
     """Simulated A/A with the matrix's prior: 300 gated runs of 40 rows, each row calibrated by 4 runs. The rows'

@@ -217,6 +217,19 @@ def test_clock_flags_resolve_on_and_off(pytester: pytest.Pytester) -> None:
     pytester.runpytest("-s").stdout.fnmatch_lines(["*clocks=False"])
 
 
+def test_gemm_hot_resolves_from_the_command_line_and_the_ini(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        def test_flag(vitperf_session):
+            print("gemm_hot=%s" % vitperf_session.settings.gemm_hot)
+        """
+    )
+    pytester.runpytest("-s").stdout.fnmatch_lines(["*gemm_hot=False"])
+    pytester.runpytest("-s", "--vitperf-gemm-hot").stdout.fnmatch_lines(["*gemm_hot=True"])
+    pytester.makeini("[pytest]\nvitperf_gemm_hot = true\n")
+    pytester.runpytest("-s").stdout.fnmatch_lines(["*gemm_hot=True"])
+
+
 def test_noise_threshold_decides_what_the_summary_calls_noisy(suite: pytest.Pytester) -> None:
     """In one block per engine: in rounds, the spread between rounds makes the interval instead."""
     args = (*FAST, "--vitperf-precisions=fp32", "--vitperf-rounds=0")

@@ -56,6 +56,11 @@ def baseline_summary(outcomes: list[gate.Outcome], writes: list[gate.Write], rat
             f"Benjamini-Hochberg at {rate:.0%} over {len(judged)} row(s): an identical rerun flags "
             "a row at most that often. 'can see': the smallest slowdown flagged 4 times in 5 (docs/baselines.md)"
         )
+    if any(c.own_sd_log is not None for c in judged):
+        out.append(
+            "spread: moderated toward the other stored rows of this GPU model (a prior that follows latency and "
+            "weighs at most as much as the row's own runs); own: the row's runs alone (docs/baselines.md)"
+        )
     if any(o.comparison is not None and o.comparison.sd_log is None for o in outcomes):
         out.append("spread unknown: judge with runs of fresh processes: vitperf calibrate --runs 5 -- <pytest args>")
     for o in outcomes:
