@@ -357,8 +357,12 @@ def test_calibrate_shows_the_moderated_spread_beside_the_rows_own(tmp_path: Path
 
     store = JsonDirStorage(tmp_path)
     store.put([replace(baseline(10.0, model=f"m{i}"), runs=runs(10.0, 10.0 + 0.1 * i, 9.95, 10.02)) for i in range(4)])
-    shown = spread_rows(tmp_path, 0.05)
+    priors: dict = {}
+    shown = spread_rows(tmp_path, 0.05, priors)
     assert len(shown) == 4 and all(re.fullmatch(r"\d+\.\d\d% \(own \d+\.\d\d%\)", r[4]) for r in shown), shown
+    ((_, board), prior), = priors.items()
+    assert board == UUID and prior == matrix_prior(list(JsonDirStorage(tmp_path).all()), UUID)
+    assert re.fullmatch(r"sd \d\.\d\d%, worth \d+\.\d df", prior.text()), prior.text()
 
 
 # -- trtexec ----------------------------------------------------------------------------------------

@@ -270,6 +270,12 @@ def test_the_prior_follows_a_trend_in_latency() -> None:
     for x in (math.log(0.02), math.log(5.0)):
         assert prior.var_at(x) == pytest.approx(1e-4 * math.exp(-0.7 * (x - at.mean())), rel=0.25)
     assert spread_prior(rows[:3], list(at[:3])) is not None  # three rows: no line, the flat prior
+    # Latencies within a factor of 2 of each other: no line, whose slope would be noise.
+    near = spread_prior(rows[:20], [math.log(10.0) + 0.01 * i for i in range(20)])
+    assert near is not None and near.slope == 0
+    # sd = sqrt(var): x exp(0.35 ln 10) = x2.24 for every 10x shorter
+    text = "sd 1.00% at 0.5 ms, x2.24 for every 10x shorter, worth 3.3 df"
+    assert Prior(1e-4, 3.3, -0.7, math.log(0.5)).text() == text
 
 
 def test_a_prior_needs_three_rows_with_a_spread() -> None:

@@ -31,14 +31,17 @@ def _run(cmd: list[str], quiet: bool) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cmd, capture_output=quiet, text=True, check=False)
 
 
-def spread_rows(root: Path, rate: float) -> list[tuple[str, ...]]:
+def spread_rows(
+    root: Path, rate: float, priors: dict[tuple[Path, str], Prior | None] | None = None
+) -> list[tuple[str, ...]]:
     """Every baseline row with runs: its runs on the board of its newest run, their spread, and the smallest slowdown
-    the gate sees there (what compare() would judge a run of that board with)."""
+    the gate sees there (what compare() would judge a run of that board with). `priors` receives the matrix prior
+    of each folder and board."""
     from pytest_vitperf.verdicts.baselines.compare import compare, matrix_prior
     from pytest_vitperf.verdicts.baselines.store import JsonDirStorage
 
     baselines = [b for b in JsonDirStorage(root).all() if b.runs]
-    priors: dict[tuple[Path, str], Prior | None] = {}
+    priors = {} if priors is None else priors
     rows: list[tuple[str, ...]] = []
     for b in baselines:
         newest = b.runs[-1]
@@ -66,13 +69,17 @@ def _calibrate(args: argparse.Namespace) -> int:
             print(f"vitperf calibrate: run {k} exited {done.returncode}; nothing more is recorded. Fix it, then run "
                   "again: vitperf calibrate " + " ".join(sys.argv[2:]), file=sys.stderr)  # fmt: skip
             return 1
-    rows = spread_rows(args.baseline_dir, args.false_alarm)
+    priors: dict[tuple[Path, str], Prior | None] = {}
+    rows = spread_rows(args.baseline_dir, args.false_alarm, priors)
     header = ("model", "precision", "batch", "runs", "spread (sd)", "can see", "board", "last run")
     for line in table(header, rows):
         print(line)
     print(f"spread: the sd of log median between runs on this board, moderated by the other rows' (own: the row's "
           f"alone); can see: the smallest slowdown the gate flags "
           f"4 times in 5, at a {args.false_alarm:.0%} false-alarm rate over these {len(rows)} rows")  # fmt: skip
+    for (folder, board), prior in priors.items():
+        print(f"prior of {folder} on {board[:12] or 'an unrecorded board'}: "
+              + ("none (fewer than 3 rows with a spread)" if prior is None else prior.text()))  # fmt: skip
     if args.inject is None:
         return 0
     precision, rel = args.inject

@@ -223,6 +223,15 @@ class Prior:
     def var_at(self, at: float) -> float:
         return self.var * math.exp(self.slope * (at - self.center))
 
+    def text(self) -> str:
+        """e.g. 'sd 1.03% at 0.52 ms, x1.40 for every 10x shorter, worth 3.3 df' (without a trend: 'sd 1.03%, ...')."""
+        per_decade = math.exp(-self.slope / 2 * math.log(10))  # sd is the square root of the variance
+        trend = f" at {math.exp(self.center):.3g} ms, x{per_decade:.2f} for every 10x shorter" if self.slope else ""
+        return f"sd {math.sqrt(self.var):.2%}{trend}, worth {self.df:.1f} df"
+
+
+TREND_RANGE = 2.0  # the least ratio between a matrix's longest and shortest row for a trend in latency
+
 
 def spread_prior(rows: Sequence[Spread], at: Sequence[float] | None = None) -> Prior | None:
     """Smyth's (2004) empirical-Bayes prior for the rows' variances: a scaled inverse chi-square fitted by moments to
@@ -230,12 +239,15 @@ def spread_prior(rows: Sequence[Spread], at: Sequence[float] | None = None) -> P
     (limma's trend: on an H100 the GEMM rows of tens of microseconds spread 1.5-3% between processes, the ViT rows
     0.3-0.8%). Five runs give a row 4 degrees of freedom, and a t quantile at a 5% rate shared by 80 rows of 9.9;
     rows of like spread lend it theirs. Rows of unlike spread (the fitted df is small) lend little. The prior's df
-    is capped at the rows' own df in all: it cannot know more than they do. None below 3 rows (4 with a trend)."""
+    is capped at the rows' own df in all: it cannot know more than they do. None below 3 rows; a trend needs 4, whose
+    latencies span at least a factor of TREND_RANGE."""
     from scipy.special import digamma, polygamma
 
     xs = [0.0] * len(rows) if at is None else list(at)
     data = [(r.sd_log**2, r.df, x) for r, x in zip(rows, xs, strict=True) if r.sd_log > 0 and r.df > 0]
-    trend = at is not None and len(data) >= 4 and len({x for *_, x in data}) > 1
+    logs = [x for *_, x in data]
+    # A line needs latencies that differ: over a narrow range its slope is noise, and extrapolates wildly.
+    trend = at is not None and len(data) >= 4 and max(logs) - min(logs) >= math.log(TREND_RANGE)
     if len(data) < 3:
         return None
     e = [math.log(v) - float(digamma(d / 2)) + math.log(d / 2) for v, d, _ in data]
