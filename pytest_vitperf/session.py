@@ -207,14 +207,9 @@ class VitperfSession:
         built = (model_name, precision, batch, chosen.name, build)
         if built not in self._engines:
             start = time.perf_counter()
-            engine = chosen.prepare(
-                copy.deepcopy(self.model(model_name)),  # a backend may cast or move what it is given
-                model_name=model_name,
-                precision=precision,
-                batch=batch,
-                device=self.device,
-                settings=self.settings,
-            )
+            model = copy.deepcopy(self.model(model_name))  # a backend may cast or move what it is given
+            engine = chosen.prepare(model, model_name=model_name, precision=precision, batch=batch, device=self.device,
+                                    settings=self.settings)  # fmt: skip
             self._prepare_s[key] = round(self._prepare_s.get(key, 0.0) + time.perf_counter() - start, 1)
             delay = dict(self.settings.inject_delay).get(precision)
             if delay is not None:  # the sensitivity self-test: a known slowdown, loud in the header and the summary
@@ -290,14 +285,8 @@ class VitperfSession:
     def round_plan(self) -> RoundPlan:
         s = self.settings
         warmup = s.warmup_ms if s.warmup_ms is not None else CPU_WARMUP_MS if self.device.sm is None else GPU_WARMUP_MS
-        return RoundPlan(
-            rounds=s.rounds,
-            slice_ms=s.slice_ms,
-            warmup_ms=warmup,
-            budget_s=s.round_budget_s,
-            seed=self.seed,
-            builds=s.builds,
-        )
+        return RoundPlan(rounds=s.rounds, slice_ms=s.slice_ms, warmup_ms=warmup, budget_s=s.round_budget_s,
+                         seed=self.seed, builds=s.builds)  # fmt: skip
 
     @property
     def verdict_confidence(self) -> float:
@@ -307,25 +296,18 @@ class VitperfSession:
     # -- floors ---------------------------------------------------------------------------------
     def floors_file(self, test_dir: Path) -> FloorsFile | None:
         path = self.settings.floors or (test_dir / FLOORS_FILE)
-        if path not in self._floors:
-            if self.settings.floors is None and not path.exists():
-                self._floors[path] = None
-            else:
-                self._floors[path] = FloorsFile.load(path)  # raises FloorsFileError, naming the file
+        if path not in self._floors:  # a file given but missing, or malformed, raises FloorsFileError naming it
+            missing = self.settings.floors is None and not path.exists()
+            self._floors[path] = None if missing else FloorsFile.load(path)
         return self._floors[path]
 
     def floor_for(self, test_dir: Path, model: str, precision: str, batch: int) -> Floor | None:
         floors = self.floors_file(test_dir)
+        backend = getattr(self.backend, "floors_as", self.backend.name)  # trtexec times TensorRT's engines
         if floors is None:
             return None
-        return floors.find(
-            gpu=self.device.name,
-            backend=getattr(self.backend, "floors_as", self.backend.name),  # trtexec times TensorRT's engines
-            version=self.backend.version() or "",
-            model=model,
-            batch=batch,
-            precision=precision,
-        )
+        return floors.find(gpu=self.device.name, backend=backend, version=self.backend.version() or "", model=model,
+                           batch=batch, precision=precision)  # fmt: skip
 
     # -- baselines ------------------------------------------------------------------------------
     @cached_property
@@ -340,9 +322,9 @@ class VitperfSession:
         from pytest_vitperf.verdicts.baselines.gate import prior_for
 
         where = (key.backend, key.backend_version, key.gpu, gpu_uuid)
-        if where not in self._priors and self.baselines is not None:
-            self._priors[where] = prior_for(self.baselines, key, gpu_uuid)
-        return self._priors.get(where)
+        if where not in self._priors:
+            self._priors[where] = None if self.baselines is None else prior_for(self.baselines, key, gpu_uuid)
+        return self._priors[where]
 
     @cached_property
     def environment(self) -> dict[str, Any]:
