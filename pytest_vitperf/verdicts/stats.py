@@ -197,7 +197,7 @@ class Spread:
         """The spread shrunk toward the matrix's (`spread_prior`, read at the row's log latency `at`): the variances
         weighted by their degrees of freedom, and the degrees of freedom added, as limma's moderated t takes them
         (Smyth 2004). The prior weighs at most as much as the row's own runs: its degrees of freedom, fitted to a few
-        dozen rows, are a noisy estimate, and at full weight simulated A/A matrices flagged 6-8% of the time at a
+        dozen rows, are a noisy estimate, and at full weight simulated A/A matrices flagged 6-9% of the time at a
         5% rate (docs/baselines.md)."""
         if prior is None:
             return self
@@ -245,19 +245,19 @@ def spread_prior(rows: Sequence[Spread], at: Sequence[float] | None = None) -> P
 
     xs = [0.0] * len(rows) if at is None else list(at)
     data = [(r.sd_log**2, r.df, x) for r, x in zip(rows, xs, strict=True) if r.sd_log > 0 and r.df > 0]
+    if len(data) < 3:
+        return None
     logs = [x for *_, x in data]
     # A line needs latencies that differ: over a narrow range its slope is noise, and extrapolates wildly.
     trend = at is not None and len(data) >= 4 and max(logs) - min(logs) >= math.log(TREND_RANGE)
-    if len(data) < 3:
-        return None
     e = [math.log(v) - float(digamma(d / 2)) + math.log(d / 2) for v, d, _ in data]
-    center = math.fsum(x for *_, x in data) / len(data) if trend else 0.0
+    center = math.fsum(logs) / len(logs) if trend else 0.0
     mean = math.fsum(e) / len(e)
     slope = 0.0
     if trend:
-        sxx = math.fsum((x - center) ** 2 for *_, x in data)
-        slope = math.fsum((x - center) * (y - mean) for (*_, x), y in zip(data, e, strict=True)) / sxx
-    residuals = [y - mean - slope * (x - center) for (*_, x), y in zip(data, e, strict=True)]
+        sxx = math.fsum((x - center) ** 2 for x in logs)
+        slope = math.fsum((x - center) * (y - mean) for x, y in zip(logs, e, strict=True)) / sxx
+    residuals = [y - mean - slope * (x - center) for x, y in zip(logs, e, strict=True)]
     excess = math.fsum(r**2 for r in residuals) / (len(e) - 1 - trend)
     excess -= math.fsum(float(polygamma(1, d / 2)) for _, d, _ in data) / len(data)
     cap = math.fsum(d for _, d, _ in data)

@@ -1,0 +1,136 @@
+"""`vitperf ab`: the current environment (A) and a candidate (B) measured side by side on one GPU.
+
+Each side is a venv, a Python interpreter, or a command prefix that starts one (a container run), with
+pytest-vitperf installed. Each side first runs the suites once to build and compile into its own cache folder (not
+timed); then every round runs one fresh process per side, in ABBA BAAB order, and the verdicts come from the rounds'
+B/A ratios (verdicts/ab.py). With a time budget, rows still unknown get more rounds, four at a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from pytest_vitperf.options.parsers import parse_threshold
+
+EXAMPLE = "vitperf ab --a .venv --b /opt/candidate-venv --rounds 8 -- suites/test_vit_latency.py"
+
+
+def side_command(env: str) -> list[str]:
+    """The command that starts a side's Python: a venv folder's bin/python, an interpreter, or a command prefix."""
+    path = Path(env)
+    if path.is_dir():
+        python = path / "bin" / "python"
+        if not python.exists():
+            raise argparse.ArgumentTypeError(f"{env} is a folder without bin/python: give a venv, an interpreter or "
+                                             f"a command prefix, e.g. {EXAMPLE}")  # fmt: skip
+        return [str(python)]
+    return [env] if path.is_file() else shlex.split(env)
+
+
+class SideFailed(Exception):
+    pass
+
+
+def _process(cmd: list[str], side: str, label: str, work: Path, args: argparse.Namespace, env: dict[str, str]) -> Any:
+    """One fresh process of `side`; its rows by name (verdicts/ab.Process). Its output is kept in the work folder."""
+    from pytest_vitperf.measure.measurement import BenchmarkJsonError, read_benchmark_json
+    from pytest_vitperf.verdicts.ab import Side
+
+    out, log = work / f"{label}-{side}.json", work / f"{label}-{side}.log"
+    full = [*cmd, "-m", "pytest", "--gpu-bench", "-p", "no:cacheprovider", "-q",
+            f"--vitperf-cache-dir={work / f'cache-{side}'}", f"--benchmark-json={out}", *args.pytest_args]  # fmt: skip
+    with log.open("w") as f:
+        rc = subprocess.run(full, stdout=f, stderr=subprocess.STDOUT, env=env, check=False).returncode
+    # 1: tests failed (a floor or a stored baseline); the measurements are still there
+    try:
+        measured = read_benchmark_json(out) if rc in (0, 1) else []
+    except BenchmarkJsonError:
+        measured = []
+    if not measured:
+        raise SideFailed(f"side {side}'s {label} process exited {rc} and wrote no measurements; its output is in "
+                         f"{log}. Fix it, then run again: {_again(args)}")  # fmt: skip
+    print(f"{label} {side}: {len(measured)} measurements", flush=True)
+    return {f"{m.spec.model} {m.spec.precision} b{m.spec.batch}": Side(m.median, m.sm_mhz) for m in measured}
+
+
+def _again(args: argparse.Namespace) -> str:
+    """The command as given, to end a failure message with."""
+    opts = [f"--a {shlex.quote(args.a)}", f"--b {shlex.quote(args.b)}", f"--rounds {args.rounds}"]
+    opts += [f"--work-dir {args.work_dir}"] if args.work_dir else []
+    return " ".join(["vitperf ab", *opts, "--", *map(shlex.quote, args.pytest_args)])
+
+
+def _ab(args: argparse.Namespace) -> int:
+    from pytest_vitperf.report.ab import github_action_benchmark, markdown
+    from pytest_vitperf.verdicts.ab import UNKNOWN, exit_code, judge, order, pairs
+
+    if args.rounds < 3:
+        print(f"vitperf ab: an interval needs 3 rounds or more: {EXAMPLE}", file=sys.stderr)
+        return 2
+    try:
+        commands = {"A": side_command(args.a), "B": side_command(args.b)}
+    except argparse.ArgumentTypeError as exc:
+        print(f"vitperf ab: {exc}", file=sys.stderr)
+        return 2
+    work = Path(args.work_dir or tempfile.mkdtemp(prefix="vitperf-ab-"))
+    work.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, **({"CUDA_VISIBLE_DEVICES": args.gpu} if args.gpu is not None else {}))
+    start = time.monotonic()
+    try:
+        for side in ("A", "B"):  # builds and compiles, into each side's own cache; not timed
+            _process(commands[side], side, "prepare", work, args, env)
+        rounds: list[tuple[Any, Any]] = []
+        looks, planned = 0, args.rounds
+        while True:
+            for i, sides in enumerate(order(planned)[len(rounds):], start=len(rounds)):
+                got = {s: _process(commands[s], s, f"round{i}", work, args, env) for s in sides}
+                rounds.append((got["A"], got["B"]))
+            looks += 1
+            rows = judge(pairs(rounds), threshold=args.threshold, confidence=args.confidence, looks=looks)
+            unknown = any(r.verdict == UNKNOWN for r in rows)
+            if not unknown or time.monotonic() - start > args.budget_s:
+                break
+            planned += 4  # one more ABBA block keeps the order balanced
+    except SideFailed as exc:
+        print(f"vitperf ab: {exc}", file=sys.stderr)
+        return 2
+    device = f"GPU {args.gpu}" if args.gpu is not None else "the default device"
+    facts = {"a": args.a, "b": args.b, "device": device, "threshold": args.threshold, "confidence": args.confidence,
+             "rounds": len(rounds), "looks": looks}  # fmt: skip
+    lines = markdown(rows, facts)
+    print("\n".join(lines))
+    code = exit_code(rows)
+    outputs = {args.markdown: "\n".join(lines) + "\n",
+               args.json: json.dumps({**facts, "work_dir": str(work), "exit": code,
+                                      "rows": [r.to_dict() for r in rows]}, indent=1, default=str),
+               args.export: json.dumps(github_action_benchmark(rows), indent=1)}  # fmt: skip
+    for path, text in outputs.items():
+        if path is not None:
+            path.write_text(text)  # an OSError fails the command: a gate must not believe it wrote its verdicts
+    return code
+
+
+def add(sub: Any) -> None:
+    ab = sub.add_parser("ab", help="measure a candidate environment against the current one, alternating on one GPU")
+    ab.add_argument("--a", required=True, help="the current environment: a venv, a python, or a command prefix")
+    ab.add_argument("--b", required=True, help="the candidate, in the same forms")
+    ab.add_argument("--rounds", type=int, default=6, help="pairs of processes to start with (6)")
+    ab.add_argument("--budget-s", type=float, default=0.0, help="seconds in which rows still unknown get more rounds")
+    ab.add_argument("--threshold", type=parse_threshold, default=0.02, help="the practical threshold (2%%)")
+    ab.add_argument("--confidence", type=float, default=0.95, help="shared by every row and look (0.95)")
+    ab.add_argument("--gpu", help="the GPU both sides run on (CUDA_VISIBLE_DEVICES)")
+    ab.add_argument("--work-dir", type=Path, help="caches, logs and each process's JSON (default: a new temp folder)")
+    ab.add_argument("--markdown", type=Path, help="write the table, e.g. for a pull-request comment")
+    ab.add_argument("--json", type=Path, help="write the verdicts as JSON")
+    ab.add_argument("--export", type=Path, help="write github-action-benchmark's customSmallerIsBetter input")
+    ab.add_argument("pytest_args", nargs="*", help="after --: the suites and pytest options, e.g. -- suites/")
+    ab.set_defaults(func=_ab)

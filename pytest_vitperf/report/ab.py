@@ -1,0 +1,45 @@
+"""`vitperf ab`'s verdicts as a pull-request comment (markdown), as JSON, and as github-action-benchmark's input."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pytest_vitperf.verdicts.ab import EXIT_SAME, EXIT_SLOWER, EXIT_UNKNOWN, Row, exit_code
+
+
+def _ratio(i: Any) -> str:
+    return "-" if i is None else i.text()
+
+
+def markdown(rows: Sequence[Row], facts: dict[str, Any]) -> list[str]:
+    """A table per row kind: B over A with its interval, in time and cycles; the rounds; what they can see; the
+    verdict. `facts`: a, b, device, threshold, confidence, rounds."""
+    head = [
+        f"### vitperf ab: B `{facts['b']}` against A `{facts['a']}`",
+        "",
+        f"{facts['device']}; {facts['rounds']} rounds, each a fresh process per side in ABBA BAAB order; B/A above 1: "
+        f"B is slower. SAME: the interval lies within ±{facts['threshold']:.0%}; SLOWER / FASTER: beyond it, "
+        f"Benjamini-Hochberg at {1 - facts['confidence']:.0%} over {len(rows)} rows; intervals at the rows' and "
+        "looks' shared confidence.",
+        "",
+        "| row | what | B/A, time | B/A, cycles | rounds | can see | verdict |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    body = [
+        f"| {r.name} | {r.what} | {_ratio(r.interval)} | {_ratio(r.cycles)} | {r.rounds} | "
+        f"{'-' if r.detectable == float('inf') else f'{r.detectable:.1%}'} | **{r.verdict}** |"
+        for r in rows
+    ]
+    code = exit_code(rows)
+    meaning = {EXIT_SAME: "same or faster", EXIT_SLOWER: "a row is slower", EXIT_UNKNOWN: "a row is still unknown"}
+    return [*head, *body, "", f"exit {code}: {meaning[code]}"]
+
+
+def github_action_benchmark(rows: Sequence[Row]) -> list[dict[str, Any]]:
+    """`customSmallerIsBetter` entries: B over A, so that a dashboard draws the candidate's ratio over time."""
+    return [
+        {"name": f"{r.name} ({r.what}) B/A", "unit": "B/A", "value": round(r.interval.estimate, 6),
+         "range": f"[{r.interval.low:.4f}, {r.interval.high:.4f}]", "extra": f"{r.verdict} over {r.rounds} rounds"}
+        for r in rows if r.interval is not None
+    ]  # fmt: skip

@@ -1,0 +1,133 @@
+"""A/B verdicts: a candidate environment (B) against the current one (A), measured on one GPU in fresh processes that
+alternate sides in a balanced order, so that what the machine does (clocks, heat, a neighbour) falls on both sides.
+
+One round is a pair of processes, one per side. A row's observation is the log of B's median over A's in that
+pair; the rounds' observations give an interval (stats.log_ratio_interval: Student's t on the log ratios), in time
+and, where both sides recorded SM clocks, in cycles. A row is
+- SLOWER (FASTER) when Benjamini-Hochberg over the matrix keeps its test of a ratio of 1 and its estimate is beyond
+  the practical threshold;
+- SAME when its interval, at the run's confidence shared by every row and look (Bonferroni), lies within the
+  threshold on both sides: an equivalence shown, not a difference missed;
+- UNKNOWN otherwise: more rounds may tell.
+Speedups over FP16 are judged the same way, each side's speedup taken within its own process.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+
+from pytest_vitperf.verdicts.stats import (
+    CONFIDENCE,
+    Interval,
+    detectable_change,
+    false_discoveries,
+    family_wise,
+    log_ratio_interval,
+)
+
+SAME, SLOWER, FASTER, UNKNOWN = "SAME", "SLOWER", "FASTER", "UNKNOWN"
+THRESHOLD = 0.02  # the practical threshold of an upgrade gate: 2%
+LATENCY, SPEEDUP = "latency", "speedup over fp16"
+# Exit codes of `vitperf ab`: what a nightly job branches on.
+EXIT_SAME, EXIT_SLOWER, EXIT_UNKNOWN = 0, 1, 3
+
+
+@dataclass(frozen=True)
+class Side:
+    """One row as one process measured it."""
+
+    median_ms: float
+    sm_mhz: float | None = None
+
+
+@dataclass(frozen=True)
+class Row:
+    """The verdict of one row: `interval` is B over A (above 1: B is slower, or for a speedup, faster)."""
+
+    name: str  # model precision bBATCH
+    what: str  # LATENCY or SPEEDUP
+    rounds: int
+    interval: Interval | None  # in time, at the run's row-and-look confidence
+    cycles: Interval | None
+    verdict: str
+    detectable: float  # the smallest change this many rounds detect 4 times in 5 at the row's level
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def order(rounds: int) -> list[tuple[str, str]]:
+    """The sides of each round's pair: ABBA BAAB ..., so that every side runs first as often as second, and a drift
+    that is linear in time cancels within each block of four processes."""
+    return [("A", "B") if i % 4 in (0, 3) else ("B", "A") for i in range(rounds)]
+
+
+Process = Mapping[str, Side]  # one process's rows by name
+Pair = tuple[Side, Side]  # one round of one row: (A, B)
+
+
+def pairs(rounds: Sequence[tuple[Process, Process]]) -> dict[tuple[str, str], list[Pair]]:
+    """Each row's (A, B) pair per round, keyed by (name, what); a row missing on either side of a round is left out
+    of that round. Speedups over FP16 come from each process's own fp16 row of the same model and batch (names
+    'MODEL PRECISION bBATCH'), as the candidate's time over fp16's: B over A above 1 still means B is slower."""
+    out: dict[tuple[str, str], list[Pair]] = {}
+    for a, b in rounds:
+        for name in sorted(a.keys() & b.keys()):
+            out.setdefault((name, LATENCY), []).append((a[name], b[name]))
+            model, precision, batch = name.rsplit(" ", 2)
+            ref = f"{model} fp16 {batch}"
+            if precision != "fp16" and ref in a and ref in b:
+                relative = (Side(a[name].median_ms / a[ref].median_ms), Side(b[name].median_ms / b[ref].median_ms))
+                out.setdefault((name, SPEEDUP), []).append(relative)
+    return out
+
+
+def _logs(pairs: Sequence[Pair], cycles: bool) -> list[float]:
+    """log(B / A) per round; in cycles (time x SM clock) only where every round has both clocks."""
+    if cycles and not all(a.sm_mhz and b.sm_mhz for a, b in pairs):
+        return []
+    return [math.log(b.median_ms / a.median_ms * ((b.sm_mhz or 1.0) / (a.sm_mhz or 1.0) if cycles else 1.0))
+            for a, b in pairs]  # fmt: skip
+
+
+def decide(interval: Interval | None, significant: bool, threshold: float) -> str:
+    if interval is None:
+        return UNKNOWN
+    if significant and interval.estimate > 1 + threshold:
+        return SLOWER
+    if significant and interval.estimate < 1 / (1 + threshold):
+        return FASTER
+    if interval.low >= 1 / (1 + threshold) and interval.high <= 1 + threshold:
+        return SAME
+    return UNKNOWN
+
+
+def judge(
+    rows: Mapping[tuple[str, str], Sequence[Pair]],
+    *,
+    threshold: float = THRESHOLD,
+    confidence: float = CONFIDENCE,
+    looks: int = 1,
+) -> list[Row]:
+    """Every row's verdict. The rate 1 - `confidence` is held over the matrix by Benjamini-Hochberg for SLOWER and
+    FASTER, and shared by Bonferroni among the rows and the `looks` taken (each look after more rounds is one more
+    chance to be wrong) for the intervals and SAME."""
+    level = family_wise(confidence, len(rows) * looks)
+    judged = {k: (log_ratio_interval(_logs(p, False), level), log_ratio_interval(_logs(p, True), level))
+              for k, p in rows.items()}  # fmt: skip
+    p_values = {k: t.p_value for k, (t, _) in judged.items() if t is not None}
+    kept = dict(zip(p_values, false_discoveries(list(p_values.values()), 1 - confidence), strict=True))
+    out = []
+    for (name, what), (t, c) in sorted(judged.items()):
+        n = 0 if t is None else t.n
+        seen = math.inf if t is None else detectable_change(t.sd_log, n, level)
+        out.append(Row(name, what, n, t, c, decide(t, kept.get((name, what), False), threshold), seen))
+    return out
+
+
+def exit_code(rows: Iterable[Row]) -> int:
+    """0: every row SAME or FASTER; 1: a row SLOWER; 3: none slower, but a row UNKNOWN."""
+    verdicts = {r.verdict for r in rows}
+    return EXIT_SLOWER if SLOWER in verdicts else EXIT_UNKNOWN if UNKNOWN in verdicts else EXIT_SAME

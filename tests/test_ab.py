@@ -1,0 +1,156 @@
+"""`vitperf ab` (verdicts/ab.py, report/ab.py, cli/ab.py): the balanced order, the per-round ratios, the verdicts and
+their error rate on recorded rounds, the exit codes and the markdown; and the whole command on a CPU, with a
+candidate whose model runs five times per call."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+
+import numpy as np
+import pytest
+
+from pytest_vitperf.cli import main
+from pytest_vitperf.report.ab import github_action_benchmark, markdown
+from pytest_vitperf.verdicts.ab import (
+    EXIT_SAME,
+    EXIT_SLOWER,
+    EXIT_UNKNOWN,
+    FASTER,
+    LATENCY,
+    SAME,
+    SLOWER,
+    SPEEDUP,
+    UNKNOWN,
+    Side,
+    exit_code,
+    judge,
+    order,
+    pairs,
+)
+from tests.test_baselines_workflow import CONFTEST, TEST
+
+
+def test_the_order_is_abba_baab_and_each_side_leads_as_often() -> None:
+    o = order(8)
+    assert "".join(a + b for a, b in o) == "ABBABAABABBABAAB"
+    assert sum(first == "A" for first, _ in o) == 4
+    assert {frozenset(p) for p in o} == {frozenset("AB")}
+
+
+def test_each_round_pairs_a_row_with_itself_and_speedups_come_from_each_process() -> None:
+    a = {"vit fp16 b64": Side(6.0, 1800.0), "vit fp8 b64": Side(5.0, 1800.0), "only-a fp16 b1": Side(1.0)}
+    b = {"vit fp16 b64": Side(6.3, 1710.0), "vit fp8 b64": Side(5.0, 1800.0)}
+    p = pairs([(a, b), (a, b)])
+    assert set(p) == {("vit fp16 b64", LATENCY), ("vit fp8 b64", LATENCY), ("vit fp8 b64", SPEEDUP)}
+    assert p[("vit fp16 b64", LATENCY)] == [(a["vit fp16 b64"], b["vit fp16 b64"])] * 2
+    # B's fp8 is as fast as A's, but B's fp16 is 5% slower: B's speedup is larger, its fp8/fp16 time smaller.
+    ra, rb = p[("vit fp8 b64", SPEEDUP)][0]
+    assert ra.median_ms == pytest.approx(5 / 6) and rb.median_ms == pytest.approx(5 / 6.3)
+
+
+def _rounds(rng: np.random.Generator, n: int, shifts: dict[str, float], sd: float = 0.005) -> list:
+    """n rounds of recorded medians: each row's B is its A times exp(shift), with noise sd on each side."""
+    out = []
+    for _ in range(n):
+        a = {name: Side(float(np.exp(rng.normal(0, sd)))) for name in shifts}
+        b = {name: Side(float(np.exp(s + rng.normal(0, sd)))) for name, s in shifts.items()}
+        out.append((a, b))
+    return out
+
+
+def test_verdicts_on_recorded_rounds() -> None:
+    rng = np.random.default_rng(3)
+    shifts = {"m fp16 b1": 0.0, "m bf16 b1": math.log(1.06), "m int8 b1": math.log(0.94), "m fp8 b1": 0.0}
+    rows = {r.name: r for r in judge(pairs(_rounds(rng, 12, shifts)), threshold=0.02) if r.what == LATENCY}
+    assert rows["m fp16 b1"].verdict == SAME and rows["m fp8 b1"].verdict == SAME
+    assert rows["m bf16 b1"].verdict == SLOWER and rows["m int8 b1"].verdict == FASTER
+    assert rows["m bf16 b1"].interval.contains(1.06) and rows["m fp16 b1"].detectable < 0.02
+    # Noise as large as the threshold: nothing can be said in 4 rounds.
+    noisy = judge(pairs(_rounds(rng, 4, {"m fp16 b1": 0.0}, sd=0.03)), threshold=0.02)
+    assert [r.verdict for r in noisy] == [UNKNOWN]
+
+
+def test_the_interval_is_students_t_on_the_rounds_log_ratios_at_the_shared_level() -> None:
+    from scipy import stats
+
+    rng = np.random.default_rng(4)
+    rows = judge(pairs(_rounds(rng, 6, {"m fp16 b1": 0.01, "m bf16 b1": 0.0})), confidence=0.95, looks=2)
+    r = next(r for r in rows if r.name == "m fp16 b1")
+    # the pairs' log ratios, rebuilt from the same draws
+    rng = np.random.default_rng(4)
+    logs = [math.log(b["m fp16 b1"].median_ms / a["m fp16 b1"].median_ms)
+            for a, b in _rounds(rng, 6, {"m fp16 b1": 0.01, "m bf16 b1": 0.0})]  # fmt: skip
+    assert len(rows) == 3  # two latencies and bf16's speedup over fp16
+    level = 1 - 0.05 / (3 * 2)  # 3 rows, 2 looks
+    low, high = stats.ttest_1samp(logs, 0.0).confidence_interval(level)
+    assert r.interval.low == pytest.approx(math.exp(low)) and r.interval.high == pytest.approx(math.exp(high))
+
+
+def test_identical_sides_are_called_slower_or_faster_at_most_at_the_rate() -> None:
+    """Simulated A/A: 400 runs of 20 rows and 6 rounds, no practical threshold. Benjamini-Hochberg holds the share
+    of runs with any SLOWER or FASTER row at 5%."""
+    rng = np.random.default_rng(5)
+    names = {f"m p{i} b1": 0.0 for i in range(20)}
+    wrong = 0
+    for _ in range(400):
+        rows = judge(pairs(_rounds(rng, 6, names)), threshold=0.0)
+        wrong += any(r.verdict in (SLOWER, FASTER) for r in rows)
+    assert wrong / 400 <= 0.05 + 3 * (0.05 * 0.95 / 400) ** 0.5
+
+
+def test_exit_codes_and_markdown() -> None:
+    rng = np.random.default_rng(6)
+    same = judge(pairs(_rounds(rng, 8, {"m fp16 b1": 0.0})))
+    slower = judge(pairs(_rounds(rng, 8, {"m fp16 b1": 0.0, "m fp8 b1": math.log(1.1)})))
+    unknown = judge(pairs(_rounds(rng, 3, {"m fp16 b1": 0.0}, sd=0.05)))
+    assert [exit_code(r) for r in (same, slower, unknown)] == [EXIT_SAME, EXIT_SLOWER, EXIT_UNKNOWN]
+    facts = {"a": ".venv", "b": "cand", "device": "GPU 0", "threshold": 0.02, "confidence": 0.95, "rounds": 8}
+    md = markdown(slower, facts)
+    assert md[0] == "### vitperf ab: B `cand` against A `.venv`" and md[-1] == "exit 1: a row is slower"
+    row = next(line for line in md if line.startswith("| m fp8 b1 | latency"))
+    assert "**SLOWER**" in row and "1.1" in row
+    (entry,) = [e for e in github_action_benchmark(slower) if e["name"] == "m fp8 b1 (latency) B/A"]
+    assert entry["unit"] == "B/A" and entry["value"] == pytest.approx(1.1, rel=0.02)
+
+
+def test_vitperf_ab_finds_a_candidate_five_times_slower(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytester.makepyfile(test_tiny=TEST)
+    pytester.makeconftest(CONFTEST)
+    monkeypatch.chdir(pytester.path)
+    work = pytester.path / "ab"
+    out = {k: pytester.path / f"ab.{k}" for k in ("json", "md", "export")}
+    suite = ["test_tiny.py", "--vitperf-warmup-ms=50", "--vitperf-duration-ms=0", "--vitperf-min-iterations=15"]
+    # The 2-core CI machine drifts by tens of percent between processes: a 100% threshold, against a 5x candidate.
+    code = main(["ab", "--a", sys.executable, "--b", f"env REPEAT=5 {sys.executable}", "--rounds", "3",
+                 "--threshold", "100%", "--work-dir", str(work), "--json", str(out["json"]),
+                 "--markdown", str(out["md"]), "--export", str(out["export"]), "--", *suite])  # fmt: skip
+    assert code == EXIT_SLOWER, capsys.readouterr().out
+    data = json.loads(out["json"].read_text())
+    (row,) = data["rows"]
+    assert row["name"] == "vit_tiny_patch16_224 fp32 b1" and row["verdict"] == SLOWER and row["rounds"] == 3
+    assert 3 < row["interval"]["estimate"] < 8
+    assert "**SLOWER**" in out["md"].read_text() and json.loads(out["export"].read_text())[0]["unit"] == "B/A"
+    assert sorted(p.name for p in work.glob("*.json")) == sorted(
+        [f"prepare-{s}.json" for s in "AB"] + [f"round{i}-{s}.json" for i in range(3) for s in "AB"])
+
+
+def test_vitperf_ab_says_which_side_failed_and_refuses_too_few_rounds(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(pytester.path)
+    assert main(["ab", "--a", sys.executable, "--b", sys.executable, "--rounds", "2"]) == 2
+    assert "an interval needs 3 rounds or more" in capsys.readouterr().err
+    assert main(["ab", "--a", str(pytester.path), "--b", sys.executable]) == 2
+    assert "is a folder without bin/python" in capsys.readouterr().err
+    pytester.makepyfile(test_none="def test_nothing():\n    pass\n")
+    work = pytester.path / "w"
+    ab = ["ab", "--a", sys.executable, "--b", sys.executable, "--work-dir", str(work), "--", "test_none.py"]
+    assert main(ab) == 2
+    err = capsys.readouterr().err
+    assert "side A's prepare process exited 0 and wrote no measurements" in err and str(work / "prepare-A.log") in err
+    assert err.rstrip().endswith(f"then run again: vitperf ab --a {sys.executable} --b {sys.executable} --rounds 6 "
+                                 f"--work-dir {work} -- test_none.py")
