@@ -106,6 +106,8 @@ def test_exit_codes_and_markdown() -> None:
     slower = judge(pairs(_rounds(rng, 8, {"m fp16 b1": 0.0, "m fp8 b1": math.log(1.1)})))
     unknown = judge(pairs(_rounds(rng, 3, {"m fp16 b1": 0.0}, sd=0.05)))
     assert [exit_code(r) for r in (same, slower, unknown)] == [EXIT_SAME, EXIT_SLOWER, EXIT_UNKNOWN]
+    too_few = judge(pairs(_rounds(rng, 2, {"m fp16 b1": 0.0})))
+    assert too_few[0].verdict == UNKNOWN and json.loads(json.dumps(too_few[0].to_dict()))["detectable"] is None
     facts = {"a": ".venv", "b": "cand", "device": "GPU 0", "threshold": 0.02, "confidence": 0.95, "rounds": 8}
     md = markdown(slower, facts)
     assert md[0] == "### vitperf ab: B `cand` against A `.venv`" and md[-1] == "exit 1: a row is slower"

@@ -55,7 +55,8 @@ class Row:
     detectable: float  # the smallest change this many rounds detect 4 times in 5 at the row's level
 
     def to_dict(self) -> dict[str, object]:
-        return asdict(self)
+        """Plain data for JSON: an infinite 'can see' (fewer than 3 rounds) is null, which JSON can say."""
+        return {**asdict(self), "detectable": self.detectable if math.isfinite(self.detectable) else None}
 
 
 def order(rounds: int) -> list[tuple[str, str]]:
