@@ -64,10 +64,11 @@ def test_an_injected_delay_is_seen_and_said_loudly(aa: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(
         [
             "vitperf: !!! SENSITIVITY SELF-TEST: every bf16-again engine runs 30.0% of its own time slower on purpose*",
-            "*bf16-again is 0.7*x faster than bf16, below the floor 0.95x (time, 0.7*x [[]*] at 98.33%)*",
+            # 1 / 1.3 = 0.77; a busy 2-core machine has read 0.825
+            "*bf16-again is 0.[678]*x faster than bf16, below the floor 0.95x (time, 0.[678]*x [[]*] at 98.33%)*",
             "*= vitperf summary =*",
             "!!! SENSITIVITY SELF-TEST*",
-            "vit_tiny_patch16_224 * bf16-again * 0.7*x [[]*, *] vs bf16 * FAIL (floor 0.95x)*",
+            "vit_tiny_patch16_224 * bf16-again * 0.[678]*x [[]*, *] vs bf16 * FAIL (floor 0.95x)*",
         ]
     )
 
