@@ -17,9 +17,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_vitperf.options.parsers import parse_threshold
+
+if TYPE_CHECKING:
+    from pytest_vitperf.verdicts.ab import Process
 
 EXAMPLE = "vitperf ab --a .venv --b /opt/candidate-venv --rounds 8 -- suites/test_vit_latency.py"
 
@@ -40,8 +43,10 @@ class SideFailed(Exception):
     pass
 
 
-def _process(cmd: list[str], side: str, label: str, work: Path, args: argparse.Namespace, env: dict[str, str]) -> Any:
-    """One fresh process of `side`; its rows by name (verdicts/ab.Process). Its output is kept in the work folder."""
+def _process(
+    cmd: list[str], side: str, label: str, work: Path, args: argparse.Namespace, env: dict[str, str]
+) -> Process:
+    """One fresh process of `side`; its rows by name. Its output is kept in the work folder."""
     from pytest_vitperf.measure.measurement import BenchmarkJsonError, read_benchmark_json
     from pytest_vitperf.verdicts.ab import Side
 
@@ -88,7 +93,7 @@ def _ab(args: argparse.Namespace) -> int:
     try:
         for side in ("A", "B"):  # builds and compiles, into each side's own cache; not timed
             _process(commands[side], side, "prepare", work, args, env)
-        rounds: list[tuple[Any, Any]] = []
+        rounds: list[tuple[Process, Process]] = []
         looks, planned = 0, args.rounds
         while True:
             for i, sides in enumerate(order(planned)[len(rounds):], start=len(rounds)):
@@ -111,7 +116,7 @@ def _ab(args: argparse.Namespace) -> int:
     code = exit_code(rows)
     outputs = {args.markdown: "\n".join(lines) + "\n",
                args.json: json.dumps({**facts, "work_dir": str(work), "exit": code,
-                                      "rows": [r.to_dict() for r in rows]}, indent=1, default=str),
+                                      "rows": [r.to_dict() for r in rows]}, indent=1),
                args.export: json.dumps(github_action_benchmark(rows), indent=1)}  # fmt: skip
     for path, text in outputs.items():
         if path is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -13,8 +14,8 @@ def _ratio(i: Any) -> str:
 
 
 def markdown(rows: Sequence[Row], facts: dict[str, Any]) -> list[str]:
-    """A table per row kind: B over A with its interval, in time and cycles; the rounds; what they can see; the
-    verdict. `facts`: a, b, device, threshold, confidence, rounds."""
+    """One table, a line per row and kind: B over A with its interval, in time and cycles; the rounds; what they
+    can see; the verdict. `facts`: a, b, device, threshold, confidence, rounds."""
     head = [
         f"### vitperf ab: B `{facts['b']}` against A `{facts['a']}`",
         "",
@@ -28,7 +29,7 @@ def markdown(rows: Sequence[Row], facts: dict[str, Any]) -> list[str]:
     ]
     body = [
         f"| {r.name} | {r.what} | {_ratio(r.interval)} | {_ratio(r.cycles)} | {r.rounds} | "
-        f"{'-' if r.detectable == float('inf') else f'{r.detectable:.1%}'} | **{r.verdict}** |"
+        f"{f'{r.detectable:.1%}' if math.isfinite(r.detectable) else '-'} | **{r.verdict}** |"
         for r in rows
     ]
     code = exit_code(rows)

@@ -92,7 +92,7 @@ def _groups(pool: Iterable[Run], cycles: bool) -> list[list[float]]:
 
 
 def _at(pool: Sequence[Run]) -> float:
-    """Where a row sits on the prior's trend: its mean log latency."""
+    """The runs' mean log latency: where a row sits on the prior's trend, and (of the newest group) its reference."""
     return math.fsum(math.log(r.median_ms) for r in pool) / len(pool)
 
 
@@ -134,7 +134,7 @@ def compare(
     reference = [r for r in pool if r.group == newest]
     own = pooled_spread(_groups(pool, cycles), len(reference), board_spread if board == OTHER_BOARD else 0.0)
     spread: Spread | None = None if own is None else own.moderated(prior, _at(pool))
-    ref_ms = math.exp(math.fsum(math.log(r.median_ms) for r in reference) / len(reference))
+    ref_ms = math.exp(_at(reference))
     ref_log = math.fsum(_log(r, cycles) for r in reference) / len(reference)
     current = math.log(current_ms * current_mhz) if cycles and current_mhz else math.log(current_ms)
     delta = math.expm1(current - ref_log)
