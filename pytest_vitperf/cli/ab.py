@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,18 +44,34 @@ class SideFailed(Exception):
     pass
 
 
-def _process(
-    cmd: list[str], side: str, label: str, work: Path, args: argparse.Namespace, env: dict[str, str]
-) -> Process:
-    """One fresh process of `side`; its rows by name. Its output is kept in the work folder."""
-    from pytest_vitperf.measure.measurement import BenchmarkJsonError, read_benchmark_json
-    from pytest_vitperf.verdicts.ab import Side
+@dataclass(frozen=True)
+class Run:
+    side: str
+    label: str
+    out: Path
+    log: Path
+    popen: subprocess.Popen[bytes]
 
+
+def _start(cmd: list[str], side: str, label: str, work: Path, args: argparse.Namespace, env: dict[str, str]) -> Run:
+    """Start one fresh process of `side`; its output goes to the work folder."""
     out, log = work / f"{label}-{side}.json", work / f"{label}-{side}.log"
     full = [*cmd, "-m", "pytest", "--gpu-bench", "-p", "no:cacheprovider", "-q",
             f"--vitperf-cache-dir={work / f'cache-{side}'}", f"--benchmark-json={out}", *args.pytest_args]  # fmt: skip
     with log.open("w") as f:
-        rc = subprocess.run(full, stdout=f, stderr=subprocess.STDOUT, env=env, check=False).returncode
+        return Run(side, label, out, log, subprocess.Popen(full, stdout=f, stderr=subprocess.STDOUT, env=env))
+
+
+def _finish(run: Run, args: argparse.Namespace) -> Process:
+    """The rows of a finished process, by name."""
+    rc = run.popen.wait()
+    return _read(run.out, run.side, run.label, rc, run.log, args)
+
+
+def _read(out: Path, side: str, label: str, rc: int, log: Path, args: argparse.Namespace) -> Process:
+    from pytest_vitperf.measure.measurement import BenchmarkJsonError, read_benchmark_json
+    from pytest_vitperf.verdicts.ab import Side
+
     # 1: tests failed (a floor or a stored baseline); the measurements are still there
     try:
         measured = read_benchmark_json(out) if rc in (0, 1) else []
@@ -67,10 +84,64 @@ def _process(
     return {f"{m.spec.model} {m.spec.precision} b{m.spec.batch}": Side(m.median, m.sm_mhz) for m in measured}
 
 
+RUN_FILE = "ab-run.json"  # what a work folder was run with, so that --resume continues only the same run
+
+
+def _what(args: argparse.Namespace) -> dict[str, object]:
+    return {"a": args.a, "b": args.b, "pytest_args": args.pytest_args}
+
+
+def _write_run(work: Path, args: argparse.Namespace, looks: int) -> None:
+    (work / RUN_FILE).write_text(json.dumps({**_what(args), "looks": looks}, indent=1))
+
+
+def _begin(work: Path, args: argparse.Namespace) -> int:
+    """The looks already taken at the rounds a resumed run continues (each one counts against the confidence)."""
+    if not args.resume:
+        _write_run(work, args, 0)
+        return 0
+    try:
+        earlier = json.loads((work / RUN_FILE).read_text())
+        looks = int(earlier.pop("looks"))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        raise SideFailed(f"{work} holds no earlier vitperf ab run to resume; start one without --resume: "
+                         f"{_again(args).replace(' --resume', '')}") from None  # fmt: skip
+    if earlier != _what(args):
+        raise SideFailed(f"{work} holds a run of other sides or suites (its {RUN_FILE} says which); resume that "
+                         f"one, or start this one elsewhere: {_again(args).replace(' --resume', '')}")  # fmt: skip
+    return looks
+
+
+def _recorded(work: Path, label: str, side: str, args: argparse.Namespace) -> Process | None:
+    """A process that an earlier run of this work folder finished, or None (never run, or cut off mid-write)."""
+    out = work / f"{label}-{side}.json"
+    try:
+        return _read(out, side, label, 0, work / f"{label}-{side}.log", args) if out.exists() else None
+    except SideFailed:
+        return None
+
+
+def _round(
+    i: int,
+    sides: tuple[str, str],
+    commands: dict[str, list[str]],
+    work: Path,
+    args: argparse.Namespace,
+    env: dict[str, str],
+) -> tuple[Process, Process]:
+    """Round `i`: as an earlier run of the work folder recorded it (--resume), else run now, in `sides` order."""
+    a, b = (_recorded(work, f"round{i}", s, args) if args.resume else None for s in "AB")
+    if a is None or b is None:  # a round is run whole or not at all, so that its order holds
+        got = {s: _finish(_start(commands[s], s, f"round{i}", work, args, env), args) for s in sides}
+        a, b = got["A"], got["B"]
+    return a, b
+
+
 def _again(args: argparse.Namespace) -> str:
     """The command as given, to end a failure message with."""
     opts = [f"--a {shlex.quote(args.a)}", f"--b {shlex.quote(args.b)}", f"--rounds {args.rounds}"]
     opts += [f"--work-dir {args.work_dir}"] if args.work_dir else []
+    opts += ["--resume"] if args.resume else []
     return " ".join(["vitperf ab", *opts, "--", *map(shlex.quote, args.pytest_args)])
 
 
@@ -91,15 +162,21 @@ def _ab(args: argparse.Namespace) -> int:
     env = dict(os.environ, **({"CUDA_VISIBLE_DEVICES": args.gpu} if args.gpu is not None else {}))
     start = time.monotonic()
     try:
-        for side in ("A", "B"):  # builds and compiles, into each side's own cache; not timed
-            _process(commands[side], side, "prepare", work, args, env)
+        looks = _begin(work, args)
+        if not (args.resume and all(_recorded(work, "prepare", s, args) for s in "AB")):
+            # Builds and compiles, into each side's own cache: not timed, so both sides at once.
+            runs = [_start(commands[s], s, "prepare", work, args, env) for s in "AB"]
+            for run in runs:
+                run.popen.wait()
+            for run in runs:
+                _finish(run, args)
         rounds: list[tuple[Process, Process]] = []
-        looks, planned = 0, args.rounds
+        planned = args.rounds
         while True:
-            for i, sides in enumerate(order(planned)[len(rounds):], start=len(rounds)):
-                got = {s: _process(commands[s], s, f"round{i}", work, args, env) for s in sides}
-                rounds.append((got["A"], got["B"]))
+            for i, sides in enumerate(order(planned)[len(rounds) :], start=len(rounds)):
+                rounds.append(_round(i, sides, commands, work, args, env))
             looks += 1
+            _write_run(work, args, looks)
             rows = judge(pairs(rounds), threshold=args.threshold, confidence=args.confidence, looks=looks)
             unknown = any(r.verdict == UNKNOWN for r in rows)
             if not unknown or time.monotonic() - start > args.budget_s:
@@ -134,6 +211,11 @@ def add(sub: Any) -> None:
     ab.add_argument("--confidence", type=float, default=0.95, help="shared by every row and look (0.95)")
     ab.add_argument("--gpu", help="the GPU both sides run on (CUDA_VISIBLE_DEVICES)")
     ab.add_argument("--work-dir", type=Path, help="caches, logs and each process's JSON (default: a new temp folder)")
+    ab.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run in --work-dir: its caches and the rounds it finished are kept",
+    )
     ab.add_argument("--markdown", type=Path, help="write the table, e.g. for a pull-request comment")
     ab.add_argument("--json", type=Path, help="write the verdicts as JSON")
     ab.add_argument("--export", type=Path, help="write github-action-benchmark's customSmallerIsBetter input")
