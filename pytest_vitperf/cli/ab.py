@@ -164,8 +164,8 @@ def _ab(args: argparse.Namespace) -> int:
     try:
         looks = _begin(work, args)
         if not (args.resume and all(_recorded(work, "prepare", s, args) for s in "AB")):
-            # Builds and compiles into each side's own cache; not timed, but one side at a time: on an H100, both
-            # at once left one side's cache with an FP16 kernel 3.3% slower (autotuned while the other compiled).
+            # Builds and compiles into each side's own cache; not timed, but one side at a time: with both at once,
+            # an A/A on an H100 read FP16 b64 3.3% slower on side B in every round (autotuned under contention?).
             for s in "AB":
                 _finish(_start(commands[s], s, "prepare", work, args, env), args)
         rounds: list[tuple[Process, Process]] = []
