@@ -137,7 +137,19 @@ def test_vitperf_ab_finds_a_candidate_five_times_slower(
     assert 3 < row["interval"]["estimate"] < 8
     assert "**SLOWER**" in out["md"].read_text() and json.loads(out["export"].read_text())[0]["unit"] == "B/A"
     assert sorted(p.name for p in work.glob("*.json")) == sorted(
-        [f"prepare-{s}.json" for s in "AB"] + [f"round{i}-{s}.json" for i in range(3) for s in "AB"])
+        ["ab-run.json"] + [f"prepare-{s}.json" for s in "AB"] + [f"round{i}-{s}.json" for i in range(3) for s in "AB"])
+
+    # --resume: a run cut off while B's third process ran reruns that round whole, and nothing else
+    logs = {p.name: p.stat().st_mtime_ns for p in work.glob("*.log")}
+    (work / "round2-B.json").write_text('{"benchmarks": [')  # cut off mid-write
+    again = ["ab", "--a", sys.executable, "--b", f"env REPEAT=5 {sys.executable}", "--rounds", "3",
+             "--threshold", "100%", "--work-dir", str(work), "--resume", "--", *suite]  # fmt: skip
+    assert main(again) == EXIT_SLOWER
+    rerun = {name for name, t in logs.items() if (work / name).stat().st_mtime_ns != t}
+    assert rerun == {"round2-A.log", "round2-B.log"}
+    assert json.loads((work / "ab-run.json").read_text())["looks"] == 2  # the first run's look counts too
+    assert main([*again[:4], sys.executable, *again[5:]]) == 2  # another candidate: not this run
+    assert "holds a run of other sides or suites" in capsys.readouterr().err
 
 
 def test_vitperf_ab_says_which_side_failed_and_refuses_too_few_rounds(
