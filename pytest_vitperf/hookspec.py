@@ -20,6 +20,14 @@ def pytest_vitperf_model_built(config: pytest.Config, name: str, model: Any) -> 
 
 
 @pytest.hookspec
+def pytest_vitperf_models(config: pytest.Config) -> dict[str, Callable[[], tuple[Any, tuple[int, int, int]]]]:
+    """Models that timm cannot create, by name: each a factory that returns a `torch.nn.Module` (FP32, random or
+    trained weights) and the (channels, height, width) of one input. `--vitperf-models NAME` then benchmarks it like
+    any other: its engines, exports, baselines and verdicts are keyed by NAME (letters, digits, '_' and '.')."""
+    return {}
+
+
+@pytest.hookspec
 def pytest_vitperf_backend_names(config: pytest.Config) -> list[str]:
     """The backends this plugin or conftest.py makes, in order of preference for `--vitperf-backend auto`
     (the built-in ones come first). A name listed here can be selected with `--vitperf-backend NAME`."""
@@ -35,6 +43,14 @@ def pytest_vitperf_make_backend(config: pytest.Config, name: str) -> Any:
 def backend_names(config: pytest.Config) -> list[str]:
     """Every backend name the run's plugins and conftest.py files provide, built-in ones first, once each."""
     return list(dict.fromkeys(n for group in config.hook.pytest_vitperf_backend_names(config=config) for n in group))
+
+
+def registered_models(config: pytest.Config) -> dict[str, Callable[[], tuple[Any, tuple[int, int, int]]]]:
+    """Every model the run's plugins and conftest.py files register, by name."""
+    out: dict[str, Callable[[], tuple[Any, tuple[int, int, int]]]] = {}
+    for group in config.hook.pytest_vitperf_models(config=config):
+        out.update(group or {})
+    return out
 
 
 class BuiltinBackends:

@@ -78,10 +78,13 @@ def pytest_report_header(config: pytest.Config) -> str:
     session = get_session(config)
     if not session.settings.enabled:
         return f"vitperf: benchmarks off (enable with {GPU_BENCH})"
+    from pytest_vitperf.engines.models import weights_note
+    from pytest_vitperf.hookspec import registered_models
     from pytest_vitperf.measure.env import header_line
 
     backend = session.backend
     line = header_line(session.device, backend.name, backend.version())
+    line += f"\nvitperf: models: {weights_note(session.models, session.settings.weights, registered_models(config))}"
     for banner in _delay_banner(session):
         line += f"\nvitperf: {banner}"
     if session.backend_reason:
@@ -134,8 +137,10 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     vs = get_session(session.config)
     vs.rows_gated = sum(1 for item in session.items if item.get_closest_marker(MARKER) is not None)
     if vs.settings.enabled:
+        from pytest_vitperf.fixtures.engines import check_models
         from pytest_vitperf.fixtures.family import collected
 
+        check_models(vs)
         collected(vs, session.items)
 
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_vitperf.core.precision import PRECISIONS, unsupported_reason
 from pytest_vitperf.engines.plan import PlanRecord
+from pytest_vitperf.hookspec import registered_models
 from pytest_vitperf.measure.clocks import NvmlProbe
 from pytest_vitperf.measure.measurement import Measurement, Spec
 from pytest_vitperf.measure.rounds import MAX_LOOKS, FamilyRun, RoundPlan
@@ -184,14 +185,17 @@ class VitperfSession:
         return unsupported_reason(precision, self.device) or chosen.precision_reason(precision)
 
     def model(self, model_name: str) -> torch.nn.Module:
-        """The FP32 model every engine of `model_name` is prepared from, built once (a vit_base takes seconds to
-        initialise on a CPU): random weights from the zoo's seed, trained ones for the digits ViT."""
+        """The FP32 model every engine of `model_name` is prepared from, built once: registered, the trained digits
+        ViT, or the zoo's or timm's with --vitperf-weights' weights (else random ones from the zoo's seed)."""
         if model_name not in self._models:
             start = time.perf_counter()
             from pytest_vitperf.engines.digits import trained_model
-            from pytest_vitperf.engines.models import DIGITS_MODEL, build_model
-
-            model = trained_model(self.settings.cache_dir) if model_name == DIGITS_MODEL else build_model(model_name)
+            from pytest_vitperf.engines.models import DIGITS_MODEL, make_model
+            factory = registered_models(self.config).get(model_name) if self.config is not None else None
+            if model_name == DIGITS_MODEL and factory is None:
+                model = trained_model(self.settings.cache_dir)
+            else:
+                model = make_model(model_name, factory, weights=dict(self.settings.weights).get(model_name))
             if self.config is not None:
                 hook = self.config.hook.pytest_vitperf_model_built
                 model = hook(config=self.config, name=model_name, model=model) or model

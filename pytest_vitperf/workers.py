@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_vitperf.engines.models import MODEL_NAMES
+from pytest_vitperf.engines.models import NAME
 from pytest_vitperf.options import SHARE_DEVICES
 
 # Balancing modes that would split a family across workers; the others (loadscope, loadfile, each) are kept.
@@ -22,7 +22,7 @@ BALANCING = ("load", "loadgroup", "worksteal")
 
 # Test ids come from plugin.pytest_generate_tests as "<model>-b<batch>-<precision>", possibly joined with other
 # parameters' ids. The controller never collects, so a family is read back from the node id.
-_FAMILY = re.compile(r"\[(?:.*-)?(?P<model>" + "|".join(map(re.escape, MODEL_NAMES)) + r")-b(?P<batch>\d+)(?:-.*)?\]$")
+_FAMILY = re.compile(r"\[(?:.*-)?(?P<model>" + NAME.pattern + r")-b(?P<batch>\d+)(?:-.*)?\]$")
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ def model(text: str) -> str:
 
     name = canonical_model_name(text)
     if name is None:
-        raise argparse.ArgumentTypeError(f"unknown model {text!r}; valid: {', '.join(MODEL_NAMES)}")
+        raise argparse.ArgumentTypeError(f"unknown model {text!r}; valid: {', '.join(MODEL_NAMES)} or a timm name")
     return name
 
 

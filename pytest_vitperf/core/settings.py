@@ -54,4 +54,5 @@ class Settings:
     inconclusive: str = "warn"
     seed: int | None = None  # None: drawn per run, and recorded in every measurement of a family
     inject_delay: tuple[tuple[str, float], ...] = ()
+    weights: tuple[tuple[str, str | Path], ...] = ()  # (model, file or "pretrained")
     rootdir: Path = field(default_factory=Path.cwd)

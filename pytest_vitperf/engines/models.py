@@ -1,16 +1,22 @@
-"""The model zoo: timm ViTs built with random weights from a fixed seed (no hub downloads), or with
-local weights from a file.
+"""The models: the zoo's six names, any model that timm can create (DeiT, DINOv2, EVA-02, CLIP and SigLIP towers,
+any vit_*), and models a conftest.py registers (hookspec.pytest_vitperf_models). Each is built with random weights
+from a fixed seed (no hub downloads), with weights from a local file, or with timm's pretrained weights where they
+are already in the local cache (--vitperf-weights).
 
-Module import stays light (names only); torch and timm load when a model is built.
+Module import stays light (names only); torch and timm load when a model is built or a name is checked.
 """
 
 from __future__ import annotations
 
+import difflib
 import functools
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
     import torch
 
 MODEL_NAMES = (
@@ -22,6 +28,10 @@ MODEL_NAMES = (
     "vit_digits_patch4_32",
 )
 _ALIASES = {name.split("_patch")[0]: name for name in MODEL_NAMES}  # "vit_base" -> full name
+# A name the options take before timm is imported: timm's (with an optional .tag) or a registered one. Never "-":
+# test ids join the parameters with it (workers.family_of reads a model back from one).
+NAME = re.compile(r"[a-z0-9][\w.]*")
+PRETRAINED = "pretrained"  # --vitperf-weights NAME=pretrained: timm's own weights, from the local cache only
 SEED = 0
 INPUT_SEED = 1234  # the fixed input every engine is timed on and checked against FP32 with
 # The quantization-friendly ViT-B of the attention-shape rules: 256 px / patch 16 = 256 tokens, no class
@@ -60,18 +70,37 @@ CALIBRATION_ATTR = "vitperf_calibration"
 
 
 def canonical_model_name(name: str) -> str | None:
+    """The zoo's full name for a zoo name or alias, any other well-formed name as it is (timm or a conftest.py
+    decides later whether it exists: unknown_model_reason), None for a malformed one."""
     name = name.strip().lower()
     if name in MODEL_NAMES:
         return name
-    return _ALIASES.get(name)
+    return _ALIASES.get(name) or (name if NAME.fullmatch(name) else None)
+
+
+def unknown_model_reason(name: str, registered: Iterable[str] = ()) -> str | None:
+    """None when `name` is the zoo's, registered, or one timm can create; else one line with the closest names."""
+    if name in MODEL_NAMES or name in registered:
+        return None
+    import timm
+
+    if timm.is_model(name):
+        return None
+    arch = name.split(".")[0]
+    known = [*MODEL_NAMES, *registered, *timm.list_models(f"{arch.split('_')[0]}*")]
+    close = difflib.get_close_matches(arch, known, n=5, cutoff=0.6) or difflib.get_close_matches(
+        arch, timm.list_models(), n=5, cutoff=0.6
+    )
+    hint = f"closest: {', '.join(close)}" if close else f"the zoo: {', '.join(MODEL_NAMES)}"
+    return f"unknown model {name!r}: not the zoo's, not registered, and timm cannot create it; {hint}"
 
 
 def build_model(name: str, *, weights: str | Path | None = None, seed: int = SEED, **cfg: Any) -> torch.nn.Module:
-    """A timm ViT in eval mode. Random init from `seed` unless `weights` names a local state dict
-    (.safetensors, or a torch checkpoint holding a state dict)."""
+    """A zoo or timm model in eval mode. Random init from `seed` unless `weights` names a local state dict
+    (.safetensors, or a torch checkpoint holding one) or is PRETRAINED (timm's weights, from the local cache)."""
     canonical = canonical_model_name(name)
     if canonical is None:
-        raise ValueError(f"unknown model {name!r}; valid: {', '.join(MODEL_NAMES)}")
+        raise ValueError(f"unknown model {name!r}; valid: {', '.join(MODEL_NAMES)} or a timm model name")
     import timm
     import torch
 
@@ -79,10 +108,82 @@ def build_model(name: str, *, weights: str | Path | None = None, seed: int = SEE
     built_on_rules = {QF_VIT: QF_VIT_CONFIG, DIGITS_MODEL: DIGITS_CONFIG}
     if canonical in built_on_rules:
         model = build_vit(seed, bmm=True, **{**built_on_rules[canonical], **cfg})
+    elif weights == PRETRAINED:
+        model = _pretrained(canonical, cfg)
     else:
         model = timm.create_model(canonical, pretrained=False, **cfg)
-    if weights is not None:
-        model.load_state_dict(_load_state_dict(Path(weights)))
+    if weights is not None and weights != PRETRAINED:
+        load_weights(model, canonical, Path(weights))
+    return model.eval()
+
+
+def weights_note(models: Iterable[str], weights: Iterable[tuple[str, str | Path]], registered: Iterable[str]) -> str:
+    """Where each model's weights come from, for the header: random ones make no claim about accuracy."""
+    given, own = dict(weights), set(registered)
+
+    def one(name: str) -> str:
+        w = given.get(name)
+        if name in own:
+            return f"{name} (registered by a conftest.py)"
+        if name == DIGITS_MODEL:
+            return f"{name} (trained on scikit-learn's digits)"
+        return f"{name} ({f'random weights, seed {SEED}' if w is None else 'pretrained' if w == PRETRAINED else w})"
+
+    return ", ".join(one(m) for m in models)
+
+
+def _pretrained(name: str, cfg: dict[str, Any]) -> torch.nn.Module:
+    """timm's pretrained weights for `name`, from the local Hugging Face cache: a benchmark run never downloads."""
+    import huggingface_hub.constants as hub
+    import timm
+
+    offline, hub.HF_HUB_OFFLINE = hub.HF_HUB_OFFLINE, True  # read at its import: the environment is too late
+    try:
+        return timm.create_model(name, pretrained=True, **cfg)
+    except Exception as exc:  # timm and huggingface_hub raise many kinds for "not in the cache"
+        raise ValueError(
+            f"timm's pretrained weights for {name} are not in the local cache ({type(exc).__name__}); fetch them once "
+            f"with: python -c \"import timm; timm.create_model('{name}', pretrained=True)\""
+        ) from None
+    finally:
+        hub.HF_HUB_OFFLINE = offline
+
+
+def load_weights(model: torch.nn.Module, name: str, path: Path) -> None:
+    """Load `path` into `model`, or say in one line which key is the first that does not fit."""
+    state = _load_state_dict(path)
+    own = model.state_dict()
+    if not own.keys() & state.keys() and all(k.startswith("module.") for k in state):
+        state = {k.removeprefix("module."): v for k, v in state.items()}  # saved from DataParallel / DDP
+    for key, tensor in own.items():
+        theirs = state.get(key)
+        if theirs is None:
+            problem = f"{key!r} is missing from the file"
+        elif tuple(theirs.shape) != tuple(tensor.shape):
+            problem = f"{key!r} is {list(theirs.shape)} in the file, {list(tensor.shape)} in the model"
+        else:
+            continue
+        break
+    else:
+        extra = sorted(state.keys() - own.keys())
+        if not extra:
+            model.load_state_dict(state)
+            return
+        problem = f"{extra[0]!r} is in the file, not in the model"
+    raise ValueError(
+        f"weights {path} do not fit {name}: {problem}; give the checkpoint of this model, or the model of this "
+        f"checkpoint: --vitperf-models NAME --vitperf-weights NAME={path}"
+    )
+
+
+def make_model(
+    name: str, factory: Callable[[], tuple[torch.nn.Module, tuple[int, int, int]]] | None, weights: str | Path | None
+) -> torch.nn.Module:
+    """A registered model from its factory (marked with the input size it gave), else build_model's."""
+    if factory is None:
+        return build_model(name, weights=weights)
+    model, size = factory()
+    model.vitperf_input_size = tuple(int(v) for v in size)  # type: ignore[assignment]  # input_size reads it
     return model.eval()
 
 
@@ -152,8 +253,11 @@ def fixed_input(shape: tuple[int, ...]) -> torch.Tensor:
 
 
 def input_size(model: torch.nn.Module) -> tuple[int, int, int]:
-    """(channels, height, width) the model expects: from its patch embedding where it has one, else from timm's
-    pretrained config."""
+    """(channels, height, width) the model expects: as registered (input_size_of), else from its patch embedding
+    where it has one, else from timm's pretrained config."""
+    registered = getattr(model, "vitperf_input_size", None)
+    if registered is not None:
+        return (int(registered[0]), int(registered[1]), int(registered[2]))
     cfg = getattr(model, "pretrained_cfg", None) or {}
     size = cfg.get("input_size", (3, 224, 224))
     patch_embed = getattr(model, "patch_embed", None)

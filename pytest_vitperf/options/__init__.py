@@ -25,6 +25,7 @@ from pytest_vitperf.options.parsers import (
     parse_precisions,
     parse_task_bound,
     parse_threshold,
+    parse_weights,
 )
 
 GPU_BENCH = "--gpu-bench"
@@ -33,6 +34,7 @@ BACKEND = "--vitperf-backend"
 PRECISIONS_OPT = "--vitperf-precisions"
 BATCH_SIZES = "--vitperf-batch-sizes"
 MODELS = "--vitperf-models"
+WEIGHTS = "--vitperf-weights"
 WARMUP_MS = "--vitperf-warmup-ms"
 DURATION_MS = "--vitperf-duration-ms"
 MIN_ITERATIONS = "--vitperf-min-iterations"
@@ -116,7 +118,17 @@ OPTIONS: tuple[_Option, ...] = (
         MODELS,
         parse_models,
         "LIST",
-        "comma-separated models from the zoo. Default: vit_base_patch16_224 on a GPU, vit_tiny_patch16_224 on a CPU.",
+        "comma-separated models: the zoo's, any timm name (deit_small_patch16_224, vit_base_patch14_dinov2, "
+        "eva02_base_patch14_224, vit_so400m_patch14_siglip_224), or one a conftest.py registers (hook "
+        "pytest_vitperf_models). Default: vit_base_patch16_224 on a GPU, vit_tiny_patch16_224 on a CPU.",
+    ),
+    _Option(
+        WEIGHTS,
+        parse_weights,
+        "LIST",
+        "comma-separated MODEL=FILE (.safetensors, or a .pth holding a state dict) or MODEL=pretrained (timm's "
+        "weights, from the local Hugging Face cache; nothing is downloaded). Default: random weights from a fixed "
+        "seed.",
     ),
     _Option(
         WARMUP_MS,

@@ -9,7 +9,7 @@ from dataclasses import fields
 from typing import TypeVar
 
 from pytest_vitperf.core.precision import PRECISIONS, TaskBound
-from pytest_vitperf.engines.models import MODEL_NAMES, canonical_model_name
+from pytest_vitperf.engines.models import MODEL_NAMES, PRETRAINED, canonical_model_name
 from pytest_vitperf.report.exports import FORMATS
 
 T = TypeVar("T")
@@ -37,11 +37,28 @@ def parse_precisions(value: str) -> tuple[str, ...]:
 def _model(raw: str) -> str:
     name = canonical_model_name(raw)
     if name is None:
-        raise argparse.ArgumentTypeError(f"unknown model {raw!r}; valid: {', '.join(MODEL_NAMES)}")
+        raise argparse.ArgumentTypeError(
+            f"{raw!r} is not a model name: the zoo's ({', '.join(MODEL_NAMES)}), a timm name such as "
+            "deit_small_patch16_224, or one a conftest.py registers; letters, digits, '_' and '.'"
+        )
     return name
 
 def parse_models(value: str) -> tuple[str, ...]:
-    return _comma_list(value, _model, f"no model given; valid: {', '.join(MODEL_NAMES)}")
+    """Names only: whether timm or a conftest.py knows them is checked once conftest.py files are loaded."""
+    return _comma_list(value, _model, f"no model given; valid: {', '.join(MODEL_NAMES)} or a timm model name")
+
+def parse_weights(value: str) -> tuple[tuple[str, str], ...]:
+    """`deit_small_patch16_224=ckpt.safetensors,vit_base=pretrained` -> ((model, file or PRETRAINED), ...)."""
+
+    def pair(item: str) -> tuple[str, str]:
+        name, sep, where = (part.strip() for part in item.partition("="))
+        if not sep or not where:
+            raise argparse.ArgumentTypeError(
+                f"{item!r} is not MODEL=FILE or MODEL={PRETRAINED}, e.g. deit_small_patch16_224=ckpt.safetensors"
+            )
+        return _model(name), where
+
+    return _comma_list(value, pair, "no MODEL=FILE given, e.g. deit_small_patch16_224=ckpt.safetensors")
 
 def _batch(raw: str) -> int:
     n = int(raw) if raw.isdigit() else 0

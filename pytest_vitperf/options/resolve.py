@@ -12,6 +12,7 @@ import pytest
 
 from pytest_vitperf.core.precision import PRECISIONS
 from pytest_vitperf.core.settings import Settings
+from pytest_vitperf.engines.models import PRETRAINED
 from pytest_vitperf.hookspec import backend_names
 from pytest_vitperf.options import (
     BACKEND,
@@ -33,12 +34,12 @@ from pytest_vitperf.options.parsers import parse_bool
 _DEFAULTS = Settings()
 
 
-PATH_SETTINGS = ("cache_dir", "floors", "baseline_dir", "history", "export", "report")
+PATH_SETTINGS = ("cache_dir", "floors", "baseline_dir", "history", "export", "report", "weights")
 
 
 def _anchored(value: Any, base: Path) -> Any:
-    if isinstance(value, tuple):  # --vitperf-export's FORMAT=FILE pairs
-        return tuple((fmt, _anchored(path, base)) for fmt, path in value)
+    if isinstance(value, tuple):  # --vitperf-export's FORMAT=FILE and --vitperf-weights' MODEL=FILE pairs
+        return tuple((key, path if path == PRETRAINED else _anchored(path, base)) for key, path in value)
     path = Path(value).expanduser()
     return path if path.is_absolute() else base / path
 

@@ -1,0 +1,117 @@
+"""Any model a user deploys (engines/models.py, hookspec.pytest_vitperf_models, --vitperf-weights): timm names with
+the closest names for a typo, a conftest-registered model through the latency suite, weights from a file, and one
+line for weights that do not fit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_vitperf.engines.models import build_model, canonical_model_name, unknown_model_reason
+from pytest_vitperf.measure.measurement import read_benchmark_json
+from pytest_vitperf.workers import family_of
+from tests.conftest import FAST
+
+REGISTERED = """
+import torch
+
+class Patchify(torch.nn.Module):
+    '''Not a timm model: a patch embedding, one encoder layer and a head.'''
+
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Conv2d(3, 32, 8, 8)
+        self.layer = torch.nn.TransformerEncoderLayer(32, 2, 64, batch_first=True)
+        self.head = torch.nn.Linear(32, 5)
+
+    def forward(self, x):
+        tokens = self.embed(x).flatten(2).transpose(1, 2)
+        return self.head(self.layer(tokens).mean(1))
+
+def pytest_vitperf_models(config):
+    return {"patchify_s8": lambda: (Patchify(), (3, 40, 40))}
+"""
+
+
+def test_names_are_taken_as_given_and_checked_against_timm_with_the_closest_names() -> None:
+    assert canonical_model_name("vit_base") == "vit_base_patch16_224"  # the zoo's aliases still hold
+    assert canonical_model_name(" DeiT_Small_Patch16_224 ") == "deit_small_patch16_224"
+    assert canonical_model_name("vit_base_patch14_dinov2.lvd142m") == "vit_base_patch14_dinov2.lvd142m"
+    assert canonical_model_name("vit-base") is None  # '-' joins a test id's parameters
+    assert unknown_model_reason("eva02_base_patch14_224.mim_in22k") is None
+    assert unknown_model_reason("vit_so400m_patch14_siglip_224") is None
+    assert unknown_model_reason("patchify_s8", registered=["patchify_s8"]) is None
+    reason = unknown_model_reason("deit_smal_patch16_224")
+    assert reason is not None and "closest: deit_small_patch16_224" in reason
+    in_1k = "deit_small_patch16_224.fb_in1k"
+    assert family_of(f"x.py::test_latency[{in_1k}-b8-fp16]") == f"{in_1k}-b8"
+    assert family_of("x.py::test_gemm_speed[gemm-m128-n4096-k4096-bf16]") is None
+
+
+def test_a_typo_is_one_line_with_the_closest_names(suite: pytest.Pytester) -> None:
+    result = suite.runpytest(*FAST, "--vitperf-models=deit_smal_patch16_224")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    (line,) = [x for x in result.stderr.lines if "deit_smal_patch16_224" in x]
+    assert "closest: deit_small_patch16_224" in line and line.endswith("pytest --gpu-bench --vitperf-models NAME")
+
+
+def test_a_timm_model_and_a_registered_one_run_through_the_latency_suite(suite: pytest.Pytester) -> None:
+    suite.makeconftest(REGISTERED)
+    out = suite.path / "run.json"
+    result = suite.runpytest(
+        *FAST, "--vitperf-models=patchify_s8,deit_tiny_patch16_224", "--vitperf-precisions=fp32,fp16",
+        f"--benchmark-json={out}", "-rs",
+    )  # fmt: skip
+    result.assert_outcomes(passed=4)
+    header = "\n".join(result.outlines[:8])
+    assert "patchify_s8 (registered by a conftest.py)" in header
+    assert "deit_tiny_patch16_224 (random weights, seed 0)" in header
+    rows = {(m.spec.model, m.spec.precision) for m in read_benchmark_json(out)}
+    assert rows == {(m, p) for m in ("patchify_s8", "deit_tiny_patch16_224") for p in ("fp32", "fp16")}
+
+
+def test_weights_from_a_file_and_one_line_for_weights_that_do_not_fit(suite: pytest.Pytester) -> None:
+    from safetensors.torch import save_file
+
+    fitting = build_model("vit_tiny", seed=7)
+    save_file(fitting.state_dict(), str(suite.path / "tiny.safetensors"))
+    other = build_model("vit_tiny", num_classes=10)
+    save_file(other.state_dict(), str(suite.path / "ten.safetensors"))
+
+    run = (*FAST, "--vitperf-models=vit_tiny", "--vitperf-precisions=fp32")
+    ok = suite.runpytest(*run, "--vitperf-weights=vit_tiny=tiny.safetensors")
+    ok.assert_outcomes(passed=1)
+    assert f"vit_tiny_patch16_224 ({suite.path / 'tiny.safetensors'})" in "\n".join(ok.outlines[:8])
+
+    bad = suite.runpytest(*run, "--vitperf-weights=vit_tiny=ten.safetensors")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    (line,) = [x for x in bad.stderr.lines if "do not fit" in x]
+    assert "'head.weight' is [10, 192] in the file, [1000, 192] in the model" in line
+    assert line.endswith("--vitperf-weights NAME=" + str(suite.path / "ten.safetensors"))
+
+
+def test_pretrained_weights_come_from_the_local_cache_only(
+    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_HUB_CACHE", str(suite.path / "empty-hub-cache"))
+    result = suite.runpytest(*FAST, "--vitperf-models=vit_tiny", "--vitperf-weights=vit_tiny=pretrained")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    (line,) = [x for x in result.stderr.lines if "pretrained weights" in x]
+    assert "not in the local cache" in line and "timm.create_model('vit_tiny_patch16_224', pretrained=True)" in line
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [("vit_tiny", "is not MODEL=FILE or MODEL=pretrained"), ("vit-tiny=w.pth", "is not a model name")],
+)
+def test_malformed_weights_are_usage_errors(suite: pytest.Pytester, value: str, message: str) -> None:
+    result = suite.runpytest(*FAST, f"--vitperf-weights={value}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert message in result.stderr.str()
+
+
+def test_a_missing_weights_file_is_one_line(suite: pytest.Pytester) -> None:
+    result = suite.runpytest(*FAST, "--vitperf-models=vit_tiny", f"--vitperf-weights=vit_tiny={Path('nowhere.pth')}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "weights file" in result.stderr.str() and "does not exist" in result.stderr.str()
