@@ -31,8 +31,8 @@ def _heavy_imports_first() -> None:
     """pytester's in-process runs drop modules first imported inside them, and torch, its compiler caches and the
     native extensions under Model Optimizer's ONNX export (lief, onnxruntime) break the process when imported a
     second time: load them before any inner run (not at conftest import, which would slow `pytest --help`)."""
-    import modelopt.torch.quantization  # noqa: F401
     import huggingface_hub.constants  # noqa: F401
+    import modelopt.torch.quantization  # noqa: F401
     import onnxruntime  # noqa: F401
     import safetensors.torch  # noqa: F401
     import sklearn.model_selection  # noqa: F401

@@ -13,25 +13,7 @@ from pytest_vitperf.measure.measurement import read_benchmark_json
 from pytest_vitperf.workers import family_of
 from tests.conftest import FAST
 
-REGISTERED = """
-import torch
-
-class Patchify(torch.nn.Module):
-    '''Not a timm model: a patch embedding, one encoder layer and a head.'''
-
-    def __init__(self):
-        super().__init__()
-        self.embed = torch.nn.Conv2d(3, 32, 8, 8)
-        self.layer = torch.nn.TransformerEncoderLayer(32, 2, 64, batch_first=True)
-        self.head = torch.nn.Linear(32, 5)
-
-    def forward(self, x):
-        tokens = self.embed(x).flatten(2).transpose(1, 2)
-        return self.head(self.layer(tokens).mean(1))
-
-def pytest_vitperf_models(config):
-    return {"patchify_s8": lambda: (Patchify(), (3, 40, 40))}
-"""
+REGISTERED = Path(__file__).resolve().parents[1] / "examples" / "own-model" / "conftest.py"  # the docs' example
 
 
 def test_names_are_taken_as_given_and_checked_against_timm_with_the_closest_names() -> None:
@@ -57,7 +39,7 @@ def test_a_typo_is_one_line_with_the_closest_names(suite: pytest.Pytester) -> No
 
 
 def test_a_timm_model_and_a_registered_one_run_through_the_latency_suite(suite: pytest.Pytester) -> None:
-    suite.makeconftest(REGISTERED)
+    suite.makeconftest(REGISTERED.read_text())
     out = suite.path / "run.json"
     result = suite.runpytest(
         *FAST, "--vitperf-models=patchify_s8,deit_tiny_patch16_224", "--vitperf-precisions=fp32,fp16",
