@@ -26,6 +26,8 @@ def test_names_are_taken_as_given_and_checked_against_timm_with_the_closest_name
     assert unknown_model_reason("patchify_s8", registered=["patchify_s8"]) is None
     reason = unknown_model_reason("deit_smal_patch16_224")
     assert reason is not None and "closest: deit_small_patch16_224" in reason
+    hub = unknown_model_reason("dinov2_vitb14")  # torch.hub's name for timm's vit_base_patch14_dinov2
+    assert hub is not None and "vit_base_patch14_dinov2" in hub
     in_1k = "deit_small_patch16_224.fb_in1k"
     assert family_of(f"x.py::test_latency[{in_1k}-b8-fp16]") == f"{in_1k}-b8"
     assert family_of("x.py::test_gemm_speed[gemm-m128-n4096-k4096-bf16]") is None
@@ -97,3 +99,21 @@ def test_a_missing_weights_file_is_one_line(suite: pytest.Pytester) -> None:
     result = suite.runpytest(*FAST, "--vitperf-models=vit_tiny", f"--vitperf-weights=vit_tiny={Path('nowhere.pth')}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "weights file" in result.stderr.str() and "does not exist" in result.stderr.str()
+
+
+HUGE = """
+import torch
+
+def pytest_vitperf_models(config):
+    # 3 x 200000 x 200000 FP32 is 480 GB an image: no host or GPU of today holds it
+    return {"giant_input": lambda: (torch.nn.Conv2d(3, 8, 16, 16), (3, 200_000, 200_000))}
+"""
+
+
+def test_an_engine_that_cannot_fit_skips_with_the_numbers(suite: pytest.Pytester) -> None:
+    suite.makeconftest(HUGE)
+    result = suite.runpytest(*FAST, "--vitperf-models=giant_input", "--vitperf-precisions=fp32", "-rs")
+    result.assert_outcomes(skipped=1)
+    (line,) = [x for x in result.outlines if "SKIPPED" in x]
+    assert "giant_input fp32 b1 needs about" in line and "GiB free on" in line
+    assert line.endswith("lower the batch: --vitperf-batch-sizes 1,8")

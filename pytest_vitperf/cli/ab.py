@@ -16,7 +16,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,28 +43,16 @@ class SideFailed(Exception):
     pass
 
 
-@dataclass(frozen=True)
-class Run:
-    side: str
-    label: str
-    out: Path
-    log: Path
-    popen: subprocess.Popen[bytes]
-
-
-def _start(cmd: list[str], side: str, label: str, work: Path, args: argparse.Namespace, env: dict[str, str]) -> Run:
-    """Start one fresh process of `side`; its output goes to the work folder."""
+def _process(
+    cmd: list[str], side: str, label: str, work: Path, args: argparse.Namespace, env: dict[str, str]
+) -> Process:
+    """One fresh process of `side`; its rows by name. Its output is kept in the work folder."""
     out, log = work / f"{label}-{side}.json", work / f"{label}-{side}.log"
     full = [*cmd, "-m", "pytest", "--gpu-bench", "-p", "no:cacheprovider", "-q",
             f"--vitperf-cache-dir={work / f'cache-{side}'}", f"--benchmark-json={out}", *args.pytest_args]  # fmt: skip
     with log.open("w") as f:
-        return Run(side, label, out, log, subprocess.Popen(full, stdout=f, stderr=subprocess.STDOUT, env=env))
-
-
-def _finish(run: Run, args: argparse.Namespace) -> Process:
-    """The rows of the process, by name, once it has finished."""
-    rc = run.popen.wait()
-    return _read(run.out, run.side, run.label, rc, run.log, args)
+        rc = subprocess.run(full, stdout=f, stderr=subprocess.STDOUT, env=env, check=False).returncode
+    return _read(out, side, label, rc, log, args)
 
 
 def _read(out: Path, side: str, label: str, rc: int, log: Path, args: argparse.Namespace) -> Process:
@@ -132,7 +119,7 @@ def _round(
     """Round `i`: as an earlier run of the work folder recorded it (--resume), else run now, in `sides` order."""
     a, b = (_recorded(work, f"round{i}", s, args) if args.resume else None for s in "AB")
     if a is None or b is None:  # a round is run whole or not at all, so that its order holds
-        got = {s: _finish(_start(commands[s], s, f"round{i}", work, args, env), args) for s in sides}
+        got = {s: _process(commands[s], s, f"round{i}", work, args, env) for s in sides}
         a, b = got["A"], got["B"]
     return a, b
 
@@ -167,7 +154,7 @@ def _ab(args: argparse.Namespace) -> int:
             # Builds and compiles into each side's own cache; not timed, but one side at a time: with both at once,
             # an A/A on an H100 read FP16 b64 3.3% slower on side B in every round (autotuned under contention?).
             for s in "AB":
-                _finish(_start(commands[s], s, "prepare", work, args, env), args)
+                _process(commands[s], s, "prepare", work, args, env)
         rounds: list[tuple[Process, Process]] = []
         planned = args.rounds
         while True:

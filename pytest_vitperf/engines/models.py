@@ -87,10 +87,11 @@ def unknown_model_reason(name: str, registered: Iterable[str] = ()) -> str | Non
     if timm.is_model(name):
         return None
     arch = name.split(".")[0]
-    known = [*MODEL_NAMES, *registered, *timm.list_models(f"{arch.split('_')[0]}*")]
-    close = difflib.get_close_matches(arch, known, n=5, cutoff=0.6) or difflib.get_close_matches(
-        arch, timm.list_models(), n=5, cutoff=0.6
-    )
+    known = list(dict.fromkeys([*MODEL_NAMES, *registered, *timm.list_models()]))
+    close = difflib.get_close_matches(arch, known, n=5)
+    longest = max(arch.split("_"), key=len)
+    if not close and len(longest) >= 4:  # dinov2_vitb14 (torch.hub's name): timm's names holding "dinov2"
+        close = [k for k in known if longest in k][:5]
     hint = f"closest: {', '.join(close)}" if close else f"the zoo: {', '.join(MODEL_NAMES)}"
     return f"unknown model {name!r}: not the zoo's, not registered, and timm cannot create it; {hint}"
 
