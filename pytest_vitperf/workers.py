@@ -14,7 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_vitperf.engines.models import NAME
+from pytest_vitperf.core.precision import PRECISIONS
+from pytest_vitperf.engines.models import NAME, canonical_model_name
 from pytest_vitperf.options import SHARE_DEVICES
 
 # Balancing modes that would split a family across workers; the others (loadscope, loadfile, each) are kept.
@@ -79,7 +80,10 @@ def case_id(case: tuple[Any, ...]) -> str:
 def family_of(nodeid: str) -> str | None:
     """'<model>-b<batch>' for a test parametrized with both, else None."""
     m = _FAMILY.search(nodeid)
-    return f"{m['model']}-b{m['batch']}" if m else None
+    # Ids carry full model names: an alias (vit_tiny) or a precision (fp16-b1: no model) is not a family's.
+    if m is None or m["model"] in PRECISIONS or canonical_model_name(m["model"]) != m["model"]:
+        return None
+    return f"{m['model']}-b{m['batch']}"
 
 
 def visible_gpus() -> list[str]:

@@ -41,8 +41,10 @@ def test_local_weights_are_loaded(tmp_path: Path, suffix: str) -> None:
 
 
 def test_bad_model_names_and_weights_are_clear_errors(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="unknown model 'resnet50'; valid: vit_tiny_patch16_224"):
-        build_model("resnet50")
+    with pytest.raises(ValueError, match="unknown model 'vit-huge'; valid: vit_tiny_patch16_224"):
+        build_model("vit-huge")
+    with pytest.raises(ValueError, match=r"unknown model 'vit_hug_patch14_224'.*closest: vit_huge_patch14_224"):
+        build_model("vit_hug_patch14_224")
     with pytest.raises(FileNotFoundError, match="does not exist"):
         build_model("vit_tiny", weights=tmp_path / "missing.pt")
     junk = tmp_path / "junk.pt"

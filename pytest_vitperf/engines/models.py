@@ -102,6 +102,9 @@ def build_model(name: str, *, weights: str | Path | None = None, seed: int = SEE
     canonical = canonical_model_name(name)
     if canonical is None:
         raise ValueError(f"unknown model {name!r}; valid: {', '.join(MODEL_NAMES)} or a timm model name")
+    reason = unknown_model_reason(canonical)
+    if reason is not None:
+        raise ValueError(reason)
     import timm
     import torch
 
