@@ -10,6 +10,7 @@ import pytest
 
 if TYPE_CHECKING:
     from pytest_vitperf.engines.backends import Backend
+    from pytest_vitperf.engines.models import ModelFactory
 
 
 @pytest.hookspec(firstresult=True)
@@ -20,7 +21,7 @@ def pytest_vitperf_model_built(config: pytest.Config, name: str, model: Any) -> 
 
 
 @pytest.hookspec
-def pytest_vitperf_models(config: pytest.Config) -> dict[str, Callable[[], tuple[Any, tuple[int, int, int]]]]:
+def pytest_vitperf_models(config: pytest.Config) -> dict[str, ModelFactory]:
     """Models that timm cannot create, by name: each a factory that returns a `torch.nn.Module` (FP32, random or
     trained weights) and the (channels, height, width) of one input. `--vitperf-models NAME` then benchmarks it like
     any other: its engines, exports, baselines and verdicts are keyed by NAME (letters, digits, '_' and '.')."""
@@ -45,9 +46,9 @@ def backend_names(config: pytest.Config) -> list[str]:
     return list(dict.fromkeys(n for group in config.hook.pytest_vitperf_backend_names(config=config) for n in group))
 
 
-def registered_models(config: pytest.Config) -> dict[str, Callable[[], tuple[Any, tuple[int, int, int]]]]:
+def registered_models(config: pytest.Config) -> dict[str, ModelFactory]:
     """Every model the run's plugins and conftest.py files register, by name."""
-    out: dict[str, Callable[[], tuple[Any, tuple[int, int, int]]]] = {}
+    out: dict[str, ModelFactory] = {}
     for group in config.hook.pytest_vitperf_models(config=config):
         out.update(group or {})
     return out

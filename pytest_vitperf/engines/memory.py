@@ -34,7 +34,8 @@ def estimate_bytes(model: torch.nn.Module, precision: str, batch: int) -> tuple[
     patch_embed = getattr(model, "patch_embed", None)
     tokens = getattr(patch_embed, "num_patches", None)
     width = getattr(model, "embed_dim", None)
-    heads = getattr(getattr(getattr(model, "blocks", [None])[0], "attn", None), "num_heads", 1)
+    blocks = list(getattr(model, "blocks", ()))
+    heads = getattr(getattr(blocks[0], "attn", None), "num_heads", 1) if blocks else 1
     if tokens and width:  # a ViT: a block's tensors, and attention scores where they are materialized
         tokens += getattr(model, "num_prefix_tokens", 0)
         per_image = BLOCK_TENSORS * tokens * width * 2 + heads * tokens * tokens * 2

@@ -19,6 +19,9 @@ if TYPE_CHECKING:
 
     import torch
 
+    # A registered model's factory (hookspec.pytest_vitperf_models): the module and the (C, H, W) of one input.
+    ModelFactory = Callable[[], tuple[torch.nn.Module, tuple[int, int, int]]]
+
 MODEL_NAMES = (
     "vit_tiny_patch16_224",
     "vit_small_patch16_224",
@@ -180,9 +183,7 @@ def load_weights(model: torch.nn.Module, name: str, path: Path) -> None:
     )
 
 
-def make_model(
-    name: str, factory: Callable[[], tuple[torch.nn.Module, tuple[int, int, int]]] | None, weights: str | Path | None
-) -> torch.nn.Module:
+def make_model(name: str, factory: ModelFactory | None, weights: str | Path | None) -> torch.nn.Module:
     """A registered model from its factory (marked with the input size it gave), else build_model's."""
     if factory is None:
         return build_model(name, weights=weights)
