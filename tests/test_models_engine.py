@@ -189,6 +189,51 @@ def test_a_linear_kept_in_high_precision_keeps_its_smoothquant_pre_scale(precisi
     assert cosine(expected, engine.output()) > 0.99
 
 
+@pytest.mark.parametrize("precision", ["fp8", "int8-smoothquant"])
+def test_a_converted_model_is_restored_bit_for_bit_without_model_optimizer(
+    precision: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pytest_vitperf.engines.recipes as recipes
+
+    settings = Settings(cache_dir=tmp_path)
+
+    def engine() -> Any:
+        return TorchBackend().prepare(build_model("vit_digits"), model_name="vit_digits_patch4_32",
+                                      precision=precision, batch=4, device=CPU, settings=settings)  # fmt: skip
+
+    first = engine()
+    (entry,) = (tmp_path / "converted").glob(f"{precision}-*.pt")
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("calibrated again instead of restoring the converted model")
+
+    with monkeypatch.context() as mp:
+        mp.setattr(recipes, "apply", refuse)
+        second = engine()
+    assert second.describe()["quantization"] == first.describe()["quantization"]
+    a, b = first.model.state_dict(), second.model.state_dict()
+    assert a.keys() == b.keys() and all(a[k].dtype == b[k].dtype and torch.equal(a[k], b[k]) for k in a)
+    assert torch.equal(first.output(), second.output())
+    whole = entry.read_bytes()
+    entry.write_bytes(whole[: len(whole) // 2])  # an interrupted write: converted again and rewritten
+    assert torch.equal(engine().output(), first.output()) and entry.read_bytes() == whole
+
+
+def test_a_converted_model_that_does_not_fit_names_its_file(tmp_path: Path) -> None:
+    def engine(model: torch.nn.Module) -> Any:
+        return TorchBackend().prepare(model, model_name="vit_digits_patch4_32", precision="int8", batch=4,
+                                      device=CPU, settings=Settings(cache_dir=tmp_path))  # fmt: skip
+
+    engine(build_model("vit_digits"))
+    (entry,) = (tmp_path / "converted").glob("int8-*.pt")
+    saved = torch.load(entry, weights_only=True)
+    saved["state"] = {k: v for k, v in saved["state"].items() if not k.startswith("head.")}
+    torch.save(saved, entry)
+    fits = r"converted model .*int8-\w+\.pt does not fit this model \(Missing key.*rm "
+    with pytest.raises(VitperfError, match=fits):
+        engine(build_model("vit_digits"))
+
+
 def test_a_compiled_engine_is_static_whatever_was_compiled_before_it() -> None:
     """Every timm ViT runs the same forward code, so by default dynamo compiles the second engine it sees with another
     input size for symbolic sizes. In the main job the accuracy suite's ViT made every latency engine dynamic. Each

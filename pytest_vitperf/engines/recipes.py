@@ -74,6 +74,27 @@ def synthetic_calibration(shape: tuple[int, ...], batches: int = 4, seed: int = 
     return [torch.randn(*shape, generator=gen) for _ in range(batches)]
 
 
+def calibration_batches(model: torch.nn.Module) -> list[torch.Tensor]:
+    """What a recipe calibrates `model` on unless told otherwise: its own images (the digits ViT's training split)
+    or the synthetic ones."""
+    from pytest_vitperf.engines.models import CALIBRATION_ATTR, input_size
+
+    return list(getattr(model, CALIBRATION_ATTR, None) or synthetic_calibration((2, *input_size(model))))
+
+
+def calibration_key(recipe: Recipe, model: torch.nn.Module, batches: list[torch.Tensor], *facts: str | None) -> str:
+    """What decides a calibration's result: the recipe, Model Optimizer's version, the calibration images and the
+    weights, with the caller's `facts` (the device kind, what the result is cast to)."""
+    from pytest_vitperf.measure.env import version_of
+
+    fields = [repr(recipe), version_of("nvidia-modelopt"), *facts, [list(b.shape) for b in batches]]
+    h = hashlib.sha256(json.dumps(fields).encode())
+    for b in batches:
+        h.update(b.detach().cpu().contiguous().numpy().tobytes())
+    _hash_state(h, model)
+    return h.hexdigest()[:24]
+
+
 def quant_config(recipe: Recipe) -> dict[str, Any]:
     import modelopt.torch.quantization as mtq
 
@@ -159,11 +180,7 @@ def apply(
     batches: list[torch.Tensor] = []
     cache = None
     if recipe.config is not None:
-        from pytest_vitperf.engines.models import CALIBRATION_ATTR, input_size
-
-        if calibration is None:
-            calibration = getattr(model, CALIBRATION_ATTR, None) or synthetic_calibration((2, *input_size(model)))
-        batches = list(calibration)
+        batches = list(calibration) if calibration is not None else calibration_batches(model)
         if cache_dir is not None:
             cache = CalibrationCache(cache_dir / "calibration", recipe, model, batches)
             restored = cache.restore(model)
@@ -206,15 +223,8 @@ class CalibrationCache:
     version; an entry that cannot be read is calibrated again and rewritten."""
 
     def __init__(self, root: Path, recipe: Recipe, model: torch.nn.Module, batches: list[torch.Tensor]) -> None:
-        from pytest_vitperf.measure.env import version_of
-
         device = next(model.parameters()).device.type
-        fields = [repr(recipe), version_of("nvidia-modelopt"), device, [list(b.shape) for b in batches]]
-        h = hashlib.sha256(json.dumps(fields).encode())
-        for b in batches:
-            h.update(b.detach().cpu().contiguous().numpy().tobytes())
-        _hash_state(h, model)
-        self.path = root / f"{h.hexdigest()[:24]}.pt"
+        self.path = root / f"{calibration_key(recipe, model, batches, device)}.pt"
         self.recipe = recipe
 
     def restore(self, model: torch.nn.Module) -> torch.nn.Module | None:

@@ -28,6 +28,7 @@ from pytest_vitperf.measure.timing import Clock, PerfCounterClock, TorchCudaEven
 if TYPE_CHECKING:
     import torch
 
+    from pytest_vitperf.core.precision import Precision
     from pytest_vitperf.core.settings import Settings
     from pytest_vitperf.measure.env import Device
     from pytest_vitperf.measure.kernels import Breakdown
@@ -135,6 +136,27 @@ def _nbytes(t: torch.Tensor) -> int:
     return t.numel() * t.element_size()
 
 
+def _quantized(
+    model: torch.nn.Module, p: Precision, dtype: torch.dtype, dev: torch.device, settings: Settings
+) -> tuple[torch.nn.Module, str]:
+    """`model` with its precision's real quantized (or 2:4 sparse) Linears, and what was converted; with a cache
+    directory a converted model is kept there and restored without Model Optimizer (`ConvertedCache`)."""
+    from pytest_vitperf.engines.realquant import ConvertedCache, convert, sparse24
+    from pytest_vitperf.engines.recipes import apply
+
+    cache = None
+    if settings.cache_dir is not None and not p.recipe.sparse24:  # a 2:4 weight is a tensor subclass
+        cache = ConvertedCache(settings.cache_dir / "converted", p.name, model, dtype, dev.type)
+    done = cache.restore(model, dtype, dev) if cache is not None else None
+    if done is None:
+        model = apply(p.recipe, copy.deepcopy(model).to(dev).float().eval(), cache_dir=settings.cache_dir)
+        # Both cast what they keep to `dtype`.
+        done = sparse24(model, dtype) if p.recipe.sparse24 else convert(model, p.weights, dtype)
+        if cache is not None:
+            cache.save(model, done)
+    return model.eval(), done.summary()
+
+
 def resolve_compile(mode: str, device: Device) -> str:
     """`auto`: compiled on a GPU, where eager launches of the quantize and elementwise ops around each GEMM would
     cost more than the GEMM saves (FP8 0.49x eager, 1.23x compiled on an H100); eager on a CPU, where the path
@@ -201,13 +223,7 @@ class TorchBackend:
         parameters = sum(p.numel() for p in model.parameters())  # before FP8/INT8 weights become buffers
         quantized = None
         if p.recipe.sparse24 or (p.weights in _REAL_QUANT and p.recipe.config is not None):
-            from pytest_vitperf.engines.realquant import convert, sparse24
-            from pytest_vitperf.engines.recipes import apply
-
-            model = apply(p.recipe, copy.deepcopy(model).to(dev).float().eval(), cache_dir=settings.cache_dir)
-            # Both cast what they keep to `dtype`.
-            done = sparse24(model, dtype) if p.recipe.sparse24 else convert(model, p.weights, dtype)
-            quantized = done.summary()
+            model, quantized = _quantized(model, p, dtype, dev, settings)
         else:
             model = model.to(dev, dtype).eval()
         tensors = [*model.parameters(), *model.buffers()]
