@@ -219,6 +219,15 @@ def test_a_converted_model_is_restored_bit_for_bit_without_model_optimizer(
     assert torch.equal(engine().output(), first.output()) and entry.read_bytes() == whole
 
 
+def test_a_model_in_bf16_is_keyed_for_the_caches(tmp_path: Path) -> None:
+    """The caches hash a model's raw bytes; numpy, which the hash went through, has no bfloat16."""
+    model = build_model("vit_digits").to(torch.bfloat16)
+    engine = TorchBackend().prepare(model, model_name="vit_digits_patch4_32", precision="int8", batch=4, device=CPU,
+                                    settings=Settings(cache_dir=tmp_path))  # fmt: skip
+    assert engine.describe()["quantization"].startswith("8 Linears in int8")
+    assert len(list((tmp_path / "converted").glob("int8-*.pt"))) == 1
+
+
 def test_a_converted_model_that_does_not_fit_names_its_file(tmp_path: Path) -> None:
     def engine(model: torch.nn.Module) -> Any:
         return TorchBackend().prepare(model, model_name="vit_digits_patch4_32", precision="int8", batch=4,

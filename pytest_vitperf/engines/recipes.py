@@ -90,7 +90,7 @@ def calibration_key(recipe: Recipe, model: torch.nn.Module, batches: list[torch.
     fields = [repr(recipe), version_of("nvidia-modelopt"), *facts, [list(b.shape) for b in batches]]
     h = hashlib.sha256(json.dumps(fields).encode())
     for b in batches:
-        h.update(b.detach().cpu().contiguous().numpy().tobytes())
+        h.update(_bytes(b))
     _hash_state(h, model)
     return h.hexdigest()[:24]
 
@@ -271,7 +271,14 @@ class CalibrationCache:
 def _hash_state(h: Any, model: torch.nn.Module) -> None:
     for name, t in sorted(model.state_dict().items()):
         h.update(name.encode())
-        h.update(t.detach().cpu().contiguous().numpy().tobytes())
+        h.update(_bytes(t))
+
+
+def _bytes(t: torch.Tensor) -> bytes:
+    """A tensor's raw bytes, whatever its dtype (numpy has no bfloat16 or float8)."""
+    import torch
+
+    return t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
 
 
 def export(p: Precision, model: torch.nn.Module, example: torch.Tensor) -> onnx.ModelProto:
