@@ -22,13 +22,13 @@ stays in FP16 too; `convert` returns how many Linears it converted and which it 
 
 from __future__ import annotations
 
+import hashlib
 import io
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     import torch
 
 E4M3_MAX = 448.0
@@ -261,15 +261,20 @@ class ConvertedCache:
     dtype) and which Linears became real quantized ones. Restoring it rebuilds the same modules and loads the same
     tensors, so the engine is bit for bit the one converted, without Model Optimizer: importing it, restoring the
     calibration and converting cost 8 s of a warm FP8 engine's 9.5 s on an H200, where a BF16 one took 1.3 s. The key
-    is the calibration's (`recipes.calibration_key`) plus the precision, the dtype and the device; an entry that
-    cannot be read is converted again and rewritten, one that does not fit the model is an error naming it."""
+    is the calibration's (`recipes.calibration_key`) plus the precision, the dtype, the device, torch's version and
+    this file's text; an entry that cannot be read is converted again and rewritten, one that does not fit the model
+    is an error naming it."""
 
     def __init__(self, root: Path, precision: str, model: torch.nn.Module, dtype: torch.dtype, device: str) -> None:
         from pytest_vitperf.core.precision import get_precision
         from pytest_vitperf.engines.recipes import calibration_batches, calibration_key
+        from pytest_vitperf.measure.env import version_of
 
         recipe = get_precision(precision).recipe
-        key = calibration_key(recipe, model, calibration_batches(model), device, str(dtype), "converted")
+        # This file's own text and torch's version: a changed conversion must not restore an old one.
+        code = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+        facts = (device, str(dtype), version_of("torch"), code)
+        key = calibration_key(recipe, model, calibration_batches(model), *facts)
         self.path = root / f"{precision}-{key}.pt"
 
     def restore(self, model: torch.nn.Module, dtype: torch.dtype, device: torch.device) -> Conversion | None:
