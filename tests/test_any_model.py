@@ -55,6 +55,23 @@ def test_a_timm_model_and_a_registered_one_run_through_the_latency_suite(suite: 
     assert rows == {(m, p) for m in ("patchify_s8", "deit_tiny_patch16_224") for p in ("fp32", "fp16")}
 
 
+def test_the_run_models_get_attention_verdicts_and_a_model_without_patches_is_not_a_vit(suite: pytest.Pytester) -> None:
+    suite.makeconftest(REGISTERED.read_text())
+    attention = Path(__file__).resolve().parents[1] / "suites" / "test_attention_shapes.py"
+    suite.makepyfile(test_attention_shapes=attention.read_text())
+    result = suite.runpytest(
+        *FAST, "test_attention_shapes.py", "-k", "run_models", "--vitperf-precisions=fp16,int8", "-rsx",
+        "--vitperf-models=vit_small_patch14_dinov2,patchify_s8",
+    )  # fmt: skip
+    result.assert_outcomes(passed=1, xfailed=1, skipped=2)
+    result.stdout.fnmatch_lines(
+        [
+            "SKIPPED [[]2] *: not a ViT: Patchify has no patch_embed with a patch_size*",
+            "XFAIL *[[]vit_small_patch14_dinov2-int8] - int8_mha_seq: sequence length 1370; needs <= 512*",
+        ]
+    )
+
+
 def test_weights_from_a_file_and_one_line_for_weights_that_do_not_fit(suite: pytest.Pytester) -> None:
     from safetensors.torch import save_file
 
