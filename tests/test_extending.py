@@ -125,6 +125,10 @@ def test_a_variant_registered_in_a_conftest_is_benchmarked_against_fp16(
     assert rows["int8-cpu"]["backend"] == "torch" and re.fullmatch(INTERVAL, rows["int8-cpu"]["vs fp16"])
     assert re.fullmatch(INTERVAL + " vs fp32", rows["fp16-vs-fp32"]["vs fp16"])
     assert rows["fp16"]["SM MHz"] == "-"  # no GPU clock on a CPU
+    result.stdout.fnmatch_lines(  # what the precision could not quantize in this model, once however many batches
+        ["note: vit_tiny_patch16_224 int8-cpu: 49 Linears in int8 (*); layer types it does not convert, kept in high "
+         "precision: Conv2d x1 (patch_embed.proj)"]
+    )  # fmt: skip
     # Unknown names are still refused, listing the registered variant among the valid ones.
     bad = suite.runpytest(*FAST, "--vitperf-precisions=int8-gpu")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR

@@ -130,6 +130,8 @@ def test_fp8_and_int8_run_real_gemms_with_calibrated_static_scales(precision: st
     engine = prepare(build_model("vit_tiny"), precision, batch=2)
     info = engine.describe()
     assert info["quantization"].startswith(f"{converted} Linears in {precision}"), info["quantization"]
+    assert info["quantization"].endswith("layer types it does not convert, kept in high precision: Conv2d x1 "
+                                         "(patch_embed.proj)")  # fmt: skip
     # the Linears hold 1-byte weights: the model shrinks to well under the FP16 one's 2 bytes a weight
     assert info["weight_bytes"] < 0.6 * fp16.describe()["weight_bytes"]
     assert info["parameters"] == fp16.describe()["parameters"]

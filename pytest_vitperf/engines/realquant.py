@@ -130,11 +130,32 @@ class Conversion:
     kept: dict[str, str] = field(default_factory=dict)  # module name -> why it stayed as it was
     how: str = "static scales from Model Optimizer calibration"
     kept_as: str = "high precision"
+    others: dict[str, str] = field(default_factory=dict)  # module name -> layer type this backend never converts
 
     def summary(self) -> str:
         kept = "; ".join(f"{n} ({why})" for n, why in self.kept.items())
         text = f"{len(self.converted)} Linears in {self.precision} ({self.how})"
-        return text + (f"; kept in {self.kept_as}: {kept}" if kept else "")
+        text += f"; kept in {self.kept_as}: {kept}" if kept else ""
+        by_type: dict[str, list[str]] = {}
+        for name, kind in self.others.items():
+            by_type.setdefault(kind, []).append(name)
+        others = ", ".join(
+            f"{kind} x{len(names)} ({', '.join(names[:3])}{f' +{len(names) - 3} more' if len(names) > 3 else ''})"
+            for kind, names in by_type.items()
+        )
+        return text + (f"; layer types it does not convert, kept in {self.kept_as}: {others}" if others else "")
+
+    def note_others(self, model: torch.nn.Module) -> Conversion:
+        """Record the layers with a weight matrix or kernel that are neither converted nor kept by name: the layer
+        types (a convolution, a custom GEMM module) that this backend leaves in high precision, model by model."""
+        import torch
+
+        done = set(self.converted) | set(self.kept)
+        for name, module in model.named_modules():
+            weight = getattr(module, "weight", None)
+            if name not in done and isinstance(weight, torch.Tensor) and weight.dim() >= 2:
+                self.others[name] = type(module).__name__
+        return self
 
 
 def is_24_sparse(weight: torch.Tensor) -> bool:
@@ -165,7 +186,7 @@ def sparse24(model: torch.nn.Module, dtype: torch.dtype) -> Conversion:
             sparse = to_sparse_semi_structured(module.weight.detach())
             module.weight = torch.nn.Parameter(sparse, requires_grad=False)
             done.converted.append(name)
-    return done
+    return done.note_others(model)
 
 
 def _fits(precision: str, n: int, k: int) -> str | None:
@@ -213,7 +234,7 @@ def convert(model: torch.nn.Module, precision: str, dtype: torch.dtype) -> Conve
         parent, _, child = name.rpartition(".")
         setattr(model.get_submodule(parent) if parent else model, child, new)
         done.converted.append(name)
-    return done
+    return done.note_others(model)
 
 
 def _fold_pre_scale(module: torch.nn.Module, input_quantizer: Any) -> str:
@@ -308,7 +329,7 @@ class ConvertedCache:
                 f"converted model {self.path} does not fit this model ({first}); remove it to convert again: "
                 f"rm {self.path}"
             ) from None
-        return Conversion(kind, converted=list(converted), kept=dict(kept))
+        return Conversion(kind, converted=list(converted), kept=dict(kept)).note_others(model)
 
     def save(self, model: torch.nn.Module, done: Conversion) -> None:
         import torch

@@ -332,8 +332,9 @@ def accuracy_summary(accuracies: Iterable[TaskAccuracy], measurements: Iterable[
 
 
 def measurement_notes(measurements: dict[tuple[str, str, int, str], Measurement]) -> list[str]:
-    """Lines under the summary: engines timed without a CUDA graph, kernel breakdowns (--vitperf-kernels),
-    and for each profiled precision next to its profiled FP16 reference, the Amdahl reading of the two."""
+    """Lines under the summary: what each quantized precision left in high precision in each model, engines timed
+    without a CUDA graph, kernel breakdowns (--vitperf-kernels), and for each profiled precision next to its
+    profiled FP16 reference, the Amdahl reading of the two."""
     from pytest_vitperf.measure.kernels import Breakdown, explain
 
     def profiled(key: tuple[str, str, int, str]) -> Breakdown | None:
@@ -342,8 +343,13 @@ def measurement_notes(measurements: dict[tuple[str, str, int, str], Measurement]
         return Breakdown.from_dict(k) if k else None
 
     lines = []
+    said: set[tuple[str, str]] = set()
     for (model, precision, batch, backend), m in measurements.items():
         what = f"{model} {precision} b{batch}"
+        quantized = m.spec.options.get("quantization", "")
+        if "kept in" in quantized and (model, precision) not in said:  # what the precision left alone, per model
+            said.add((model, precision))
+            lines.append(f"note: {model} {precision}: {quantized}")
         if "cuda_graph" in m.spec.options:  # the engine could not be captured: launch overhead is inside
             lines.append(f"note: {what}: CUDA graph {m.spec.options['cuda_graph']}")
         cand = profiled((model, precision, batch, backend))
