@@ -36,11 +36,16 @@ CASES = [
 
 @pytest.fixture(scope="module")
 def shapes():
+    """`shapes(name, build=build_model)`: the model's attention shape, read once; "not a ViT: ..." where no patch
+    embedding or attention can be read."""
     cache = {}
 
-    def get(model):
+    def get(model, build=build_model):
         if model not in cache:
-            cache[model] = read_shape(build_model(model))
+            try:
+                cache[model] = read_shape(build(model))
+            except ValueError as exc:  # no patch embedding, or no attention ran
+                cache[model] = f"not a ViT: {exc}"
         return cache[model]
 
     return get
@@ -52,23 +57,8 @@ def test_attention_rules(shapes, model, precision, breaks):
     assert tuple(v.rule for v in violations) == breaks, "\n".join(map(str, violations))
 
 
-@pytest.fixture(scope="module")
-def run_shapes(vitperf_session):
-    cache = {}
-
-    def get(model):
-        if model not in cache:
-            try:
-                cache[model] = read_shape(vitperf_session.model(model))
-            except ValueError as exc:  # no patch embedding, or no attention ran
-                cache[model] = f"not a ViT: {exc}"
-        return cache[model]
-
-    return get
-
-
-def test_attention_rules_of_the_run_models(run_shapes, vitperf_model, vitperf_precision):
-    shape = run_shapes(vitperf_model)
+def test_attention_rules_of_the_run_models(shapes, vitperf_session, vitperf_model, vitperf_precision):
+    shape = shapes(vitperf_model, vitperf_session.model)  # the run's model: registered, with its weights
     if isinstance(shape, str):
         pytest.skip(shape)
     violations = judge(shape, vitperf_precision)

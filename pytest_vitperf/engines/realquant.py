@@ -22,6 +22,7 @@ stays in FP16 too; `convert` returns how many Linears it converted and which it 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 from dataclasses import dataclass, field
@@ -277,6 +278,11 @@ def _to_plain_torch(model: torch.nn.Module) -> None:
             module.__class__ = plain
 
 
+@functools.cache
+def _code_hash() -> str:
+    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+
+
 class ConvertedCache:
     """A converted model on disk: its state (the FP8 or INT8 weights and scales, everything else in the engine's
     dtype) and which Linears became real quantized ones. Restoring it rebuilds the same modules and loads the same
@@ -293,8 +299,7 @@ class ConvertedCache:
 
         recipe = get_precision(precision).recipe
         # This file's own text and torch's version: a changed conversion must not restore an old one.
-        code = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
-        facts = (device, str(dtype), version_of("torch"), code)
+        facts = (device, str(dtype), version_of("torch"), _code_hash())
         key = calibration_key(recipe, model, calibration_batches(model), *facts)
         self.path = root / f"{precision}-{key}.pt"
 
@@ -324,7 +329,8 @@ class ConvertedCache:
         except RuntimeError as exc:
             from pytest_vitperf.core.errors import VitperfError
 
-            first = str(exc).splitlines()[1].strip() if len(str(exc).splitlines()) > 1 else str(exc)
+            lines = str(exc).splitlines()
+            first = lines[1].strip() if len(lines) > 1 else str(exc)  # under torch's "Error(s) in loading" line
             raise VitperfError(
                 f"converted model {self.path} does not fit this model ({first}); remove it to convert again: "
                 f"rm {self.path}"
