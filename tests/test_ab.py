@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from pytest_vitperf.cli import main
+from pytest_vitperf.cli.ab import compile_mode, suite_args
 from pytest_vitperf.report.ab import github_action_benchmark, markdown
 from pytest_vitperf.verdicts.ab import (
     EXIT_SAME,
@@ -100,6 +101,13 @@ def test_identical_sides_are_called_slower_or_faster_at_most_at_the_rate() -> No
     assert wrong / 400 <= 0.05 + 3 * (0.05 * 0.95 / 400) ** 0.5
 
 
+def test_the_sides_compile_deterministically_unless_the_suite_names_a_mode() -> None:
+    assert suite_args(["suites/"]) == ["--vitperf-compile=deterministic", "suites/"]
+    assert compile_mode(["suites/"]) == "deterministic"
+    assert compile_mode(["suites/", "--vitperf-compile=default"]) == "default"
+    assert compile_mode(["--vitperf-compile", "max-autotune", "suites/"]) == "max-autotune"
+
+
 def test_exit_codes_and_markdown() -> None:
     rng = np.random.default_rng(6)
     same = judge(pairs(_rounds(rng, 8, {"m fp16 b1": 0.0})))
@@ -125,7 +133,8 @@ def test_vitperf_ab_finds_a_candidate_five_times_slower(
     monkeypatch.chdir(pytester.path)
     work = pytester.path / "ab"
     out = {k: pytester.path / f"ab.{k}" for k in ("json", "md", "export")}
-    suite = ["test_tiny.py", "--vitperf-warmup-ms=50", "--vitperf-duration-ms=0", "--vitperf-min-iterations=15"]
+    suite = ["test_tiny.py", "--vitperf-warmup-ms=50", "--vitperf-duration-ms=0", "--vitperf-min-iterations=15",
+             "--vitperf-compile", "off"]  # fmt: skip
     # The 2-core CI machine drifts by tens of percent between processes: a 100% threshold, against a 5x candidate.
     code = main(["ab", "--a", sys.executable, "--b", f"env REPEAT=5 {sys.executable}", "--rounds", "3",
                  "--threshold", "100%", "--work-dir", str(work), "--json", str(out["json"]),
@@ -136,6 +145,7 @@ def test_vitperf_ab_finds_a_candidate_five_times_slower(
     assert row["name"] == "vit_tiny_patch16_224 fp32 b1" and row["verdict"] == SLOWER and row["rounds"] == 3
     assert 3 < row["interval"]["estimate"] < 8
     assert "**SLOWER**" in out["md"].read_text() and json.loads(out["export"].read_text())[0]["unit"] == "B/A"
+    assert data["compile"] == "off" and "torch compile mode `off`" in out["md"].read_text()
     assert sorted(p.name for p in work.glob("*.json")) == sorted(
         ["ab-run.json"] + [f"prepare-{s}.json" for s in "AB"] + [f"round{i}-{s}.json" for i in range(3) for s in "AB"])
 

@@ -23,7 +23,7 @@ BAD = [
     ("--vitperf-duration-ms=soon", "'soon' is not a number of ms >= 0"),
     ("--vitperf-min-iterations=0", "'0' is not a whole number >= 1"),
     ("--vitperf-min-iterations=2.5", "'2.5' is not a whole number >= 1"),
-    ("--vitperf-compile=fast", "'fast' is not one of: auto, off, default, max-autotune"),
+    ("--vitperf-compile=fast", "'fast' is not one of: auto, off, default, deterministic, max-autotune"),
     ("--vitperf-regression-threshold=lots", "'lots' is not a relative change such as 0.05 or 5%"),
     ("--vitperf-regression-threshold=-1%", "'-1%' is not a relative change"),
     ("--vitperf-noise-threshold=quiet", "'quiet' is not a relative change"),

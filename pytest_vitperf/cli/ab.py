@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_vitperf.options import COMPILE
 from pytest_vitperf.options.parsers import parse_threshold
 
 if TYPE_CHECKING:
@@ -39,6 +40,21 @@ def side_command(env: str) -> list[str]:
     return [env] if path.is_file() else shlex.split(env)
 
 
+def suite_args(pytest_args: list[str]) -> list[str]:
+    """The sides' pytest arguments: the torch backend compiles deterministically unless they name a mode (later on
+    the command line, so theirs wins). Each side compiles once, and every round of that side loads the same kernels;
+    in the default mode a compile's timed kernel choices made one cold compile of an engine up to 7.5% slower than
+    another, which an A/A read as SLOWER."""
+    return [f"{COMPILE}=deterministic", *pytest_args]
+
+
+def compile_mode(pytest_args: list[str]) -> str:
+    """The mode the sides compile in: the last one named, as pytest reads it."""
+    args = suite_args(pytest_args)
+    last = max(i for i, a in enumerate(args) if a == COMPILE or a.startswith(f"{COMPILE}="))
+    return "".join(args[last + 1 : last + 2]) if args[last] == COMPILE else args[last].split("=", 1)[1]
+
+
 class SideFailed(Exception):
     pass
 
@@ -48,8 +64,8 @@ def _process(
 ) -> Process:
     """One fresh process of `side`; its rows by name. Its output is kept in the work folder."""
     out, log = work / f"{label}-{side}.json", work / f"{label}-{side}.log"
-    full = [*cmd, "-m", "pytest", "--gpu-bench", "-p", "no:cacheprovider", "-q",
-            f"--vitperf-cache-dir={work / f'cache-{side}'}", f"--benchmark-json={out}", *args.pytest_args]  # fmt: skip
+    full = [*cmd, "-m", "pytest", "--gpu-bench", "-p", "no:cacheprovider", "-q", f"--benchmark-json={out}",
+            f"--vitperf-cache-dir={work / f'cache-{side}'}", *suite_args(args.pytest_args)]  # fmt: skip
     with log.open("w") as f:
         rc = subprocess.run(full, stdout=f, stderr=subprocess.STDOUT, env=env, check=False).returncode
     return _read(out, side, label, rc, log, args)
@@ -172,7 +188,7 @@ def _ab(args: argparse.Namespace) -> int:
         return 2
     device = f"GPU {args.gpu}" if args.gpu is not None else "the default device"
     facts = {"a": args.a, "b": args.b, "device": device, "threshold": args.threshold, "confidence": args.confidence,
-             "rounds": len(rounds), "looks": looks}  # fmt: skip
+             "rounds": len(rounds), "looks": looks, "compile": compile_mode(args.pytest_args)}  # fmt: skip
     lines = markdown(rows, facts)
     print("\n".join(lines))
     code = exit_code(rows)

@@ -74,7 +74,7 @@ GEMM_HOT = "--vitperf-gemm-hot"
 
 INCONCLUSIVE_OUTCOMES = ("warn", "xfail", "fail")
 
-COMPILE_MODES = ("auto", "off", "default", "max-autotune")
+COMPILE_MODES = ("auto", "off", "default", "deterministic", "max-autotune")
 
 
 def _dest(opt: str) -> str:
@@ -153,8 +153,10 @@ OPTIONS: tuple[_Option, ...] = (
         COMPILE,
         choice(COMPILE_MODES),
         "MODE",
-        "torch backend: torch.compile mode (auto, off, default, max-autotune). Default: auto, which compiles every "
-        "precision in the default mode on a GPU (as a deployment runs fused kernels) and runs eagerly on a CPU.",
+        "torch backend: torch.compile mode (auto, off, default, deterministic, max-autotune). Default: auto, which "
+        "compiles every precision in the default mode on a GPU (as a deployment runs fused kernels) and runs eagerly "
+        "on a CPU. deterministic: the default mode without the kernel choices Inductor makes by timing, which make "
+        "two compiles of one engine differ by several percent; vitperf ab compiles so.",
     ),
     _Option(CACHE_DIR, parse_path, "DIR", "directory for engines and compile caches. Default: none (nothing written)."),
     _Option(
