@@ -67,7 +67,7 @@ def test_verdicts_on_recorded_rounds() -> None:
     rows = {r.name: r for r in judge(pairs(_rounds(rng, 12, shifts)), threshold=0.02) if r.what == LATENCY}
     assert rows["m fp16 b1"].verdict == SAME and rows["m fp8 b1"].verdict == SAME
     assert rows["m bf16 b1"].verdict == SLOWER and rows["m int8 b1"].verdict == FASTER
-    assert rows["m bf16 b1"].interval.contains(1.06) and rows["m fp16 b1"].detectable < 0.02
+    assert rows["m bf16 b1"].interval.contains(1.06) and 0.02 < rows["m fp16 b1"].detectable < 0.025
     # Noise as large as the threshold: nothing can be said in 4 rounds.
     noisy = judge(pairs(_rounds(rng, 4, {"m fp16 b1": 0.0}, sd=0.03)), threshold=0.02)
     assert [r.verdict for r in noisy] == [UNKNOWN]
@@ -99,6 +99,24 @@ def test_identical_sides_are_called_slower_or_faster_at_most_at_the_rate() -> No
         rows = judge(pairs(_rounds(rng, 6, names)), threshold=0.0)
         wrong += any(r.verdict in (SLOWER, FASTER) for r in rows)
     assert wrong / 400 <= 0.05 + 3 * (0.05 * 0.95 / 400) ** 0.5
+
+
+def test_can_see_is_the_change_flagged_slower_four_times_in_five_beyond_the_threshold() -> None:
+    """A row is SLOWER when significant and its estimate is beyond the threshold: a change of exactly the threshold is
+    flagged about half the time, and the row's 'can see' figure about 4 times in 5 (simulated, 8 rounds)."""
+    rng = np.random.default_rng(11)
+
+    def flagged(change: float) -> tuple[float, float]:
+        hits, seen = 0, []
+        for _ in range(300):
+            (row,) = judge(pairs(_rounds(rng, 8, {"m fp16 b1": math.log1p(change)})), threshold=0.02)
+            hits += row.verdict == SLOWER
+            seen.append(row.detectable)
+        return hits / 300, float(np.median(seen))
+
+    at_threshold, can_see = flagged(0.02)
+    assert 0.35 <= at_threshold <= 0.65 and 0.02 < can_see < 0.025
+    assert 0.7 <= flagged(can_see)[0] <= 0.9
 
 
 def test_the_sides_compile_deterministically_unless_the_suite_names_a_mode() -> None:

@@ -52,7 +52,7 @@ class Row:
     interval: Interval | None  # in time, at the run's row-and-look confidence
     cycles: Interval | None
     verdict: str
-    detectable: float  # the smallest change this many rounds detect 4 times in 5 at the row's level
+    detectable: float  # the smallest change this many rounds flag 4 times in 5 at the row's level and threshold
 
     def to_dict(self) -> dict[str, object]:
         """Plain data for JSON: an infinite 'can see' (fewer than 3 rounds) is null, which JSON can say."""
@@ -123,7 +123,7 @@ def judge(
     out = []
     for (name, what), (t, c) in sorted(judged.items()):
         n = 0 if t is None else t.n
-        seen = math.inf if t is None else detectable_change(t.sd_log, n, level)
+        seen = math.inf if t is None else detectable_change(t.sd_log, n, level, threshold=threshold)
         out.append(Row(name, what, n, t, c, decide(t, kept.get((name, what), False), threshold), seen))
     return out
 

@@ -126,18 +126,24 @@ def false_discoveries(p_values: Sequence[float], rate: float = 1.0 - CONFIDENCE)
     return [bool(q <= rate) for q in adjusted]
 
 
-def detectable_change(sd_log: float, n: int, confidence: float = CONFIDENCE, power: float = 0.8) -> float:
-    """The smallest relative change that n paired observations with this spread detect with probability `power` by a
-    two-sided test at `confidence`: (t_{1-a/2} + t_{power}) sd / sqrt(n), as a ratio minus 1. inf below 3."""
+def detectable_change(
+    sd_log: float, n: int, confidence: float = CONFIDENCE, power: float = 0.8, threshold: float = 0.0
+) -> float:
+    """The smallest relative change that n paired observations with this spread flag with probability `power`, by a
+    two-sided test at `confidence` whose verdict also asks the estimate to exceed `threshold`. inf below 3."""
     if n < 3:
         return math.inf
-    return _detectable(sd_log / math.sqrt(n), n - 1, 1 - confidence, power)
+    return _detectable(sd_log / math.sqrt(n), n - 1, 1 - confidence, power, threshold)
 
 
-def _detectable(se: float, df: float, level: float, power: float) -> float:
+def _detectable(se: float, df: float, level: float, power: float, threshold: float = 0.0) -> float:
+    """A change is flagged when its estimate clears both the test's bar (t_{1-a/2} se) and the practical threshold,
+    and the estimate falls t_{power} se short of the truth 1 time in 5: max(t_{1-a/2} se, log(1 + threshold)) +
+    t_{power} se, as a ratio minus 1. A change of exactly the threshold is flagged half the time, not 4 in 5."""
     from scipy.stats import t
 
-    return math.expm1((float(t.ppf(1 - level / 2, df)) + float(t.ppf(power, df))) * se)
+    bar = max(float(t.ppf(1 - level / 2, df)) * se, math.log1p(threshold))
+    return math.expm1(bar + float(t.ppf(power, df)) * se)
 
 
 # -- one run against the runs before it: the spread between processes ----------------------------------------------
@@ -189,9 +195,9 @@ class Spread:
 
         return math.expm1(float(t.ppf(1 - level / 2, self.df_total)) * self.se)
 
-    def detectable(self, level: float, power: float = 0.8) -> float:
-        """The smallest slowdown flagged at `level` with probability `power`."""
-        return _detectable(self.se, self.df_total, level, power)
+    def detectable(self, level: float, power: float = 0.8, threshold: float = 0.0) -> float:
+        """The smallest slowdown flagged at `level` and beyond `threshold` with probability `power`."""
+        return _detectable(self.se, self.df_total, level, power, threshold)
 
     def moderated(self, prior: Prior | None, at: float = 0.0) -> Spread:
         """The spread shrunk toward the matrix's (`spread_prior`, read at the row's log latency `at`): the variances

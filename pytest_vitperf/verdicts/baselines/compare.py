@@ -51,7 +51,7 @@ class Comparison:
     sd_log: float | None = None  # None: the spread is unknown
     p_value: float | None = None
     noise: float | None = None  # the change an unchanged row exceeds at the row's level
-    detectable: float | None = None  # the smallest slowdown this row flags (80% power), at least the threshold
+    detectable: float | None = None  # the smallest slowdown this row flags (80% power), beyond the threshold
     level: float = FALSE_ALARM  # the two-sided level the row was judged at
     own_sd_log: float | None = None  # the row's own spread, before the matrix's prior moderated it
 
@@ -146,7 +146,7 @@ def compare(
     return Comparison(
         ref_ms, current_ms, "median", threshold, decide(delta, p <= level, threshold), delta, **facts,
         sd_log=spread.sd_log, p_value=p, noise=spread.bound(level),
-        detectable=max(threshold, spread.detectable(level)), own_sd_log=None if prior is None else own.sd_log,
+        detectable=spread.detectable(level, threshold=threshold), own_sd_log=None if prior is None else own.sd_log,
     )  # fmt: skip
 
 
