@@ -7,12 +7,14 @@ from __future__ import annotations
 import json
 import math
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from pytest_vitperf.cli import main
-from pytest_vitperf.cli.ab import compile_mode, suite_args
+from pytest_vitperf.cli.ab import _own_compiles, compile_mode, suite_args
+from pytest_vitperf.engines import REPRODUCIBLE_PARTS
 from pytest_vitperf.report.ab import github_action_benchmark, markdown
 from pytest_vitperf.verdicts.ab import (
     EXIT_SAME,
@@ -119,6 +121,19 @@ def test_can_see_is_the_change_flagged_slower_four_times_in_five_beyond_the_thre
     assert 0.7 <= flagged(can_see)[0] <= 0.9
 
 
+def test_a_rounds_process_borrows_only_what_every_build_reproduces(tmp_path: Path) -> None:
+    side = tmp_path / "cache-A"
+    (side / "inductor").mkdir(parents=True)
+    (side / "converted").mkdir()
+    (side / "converted" / "fp8-k.pt").write_bytes(b"x")
+    own = _own_compiles(side, tmp_path / "cache-A-round0")
+    assert sorted(p.name for p in own.iterdir()) == sorted(REPRODUCIBLE_PARTS)
+    assert all((own / p).is_symlink() for p in REPRODUCIBLE_PARTS) and not (own / "inductor").exists()
+    assert (own / "converted" / "fp8-k.pt").read_bytes() == b"x"
+    (own / "calibration" / "new.pt").write_bytes(b"y")  # what the process adds lands in the side's cache
+    assert (side / "calibration" / "new.pt").exists()
+
+
 def test_the_sides_compile_deterministically_unless_the_suite_names_a_mode() -> None:
     assert suite_args(["suites/"]) == ["--vitperf-compile=deterministic", "suites/"]
     assert compile_mode(["suites/"]) == "deterministic"
@@ -153,6 +168,8 @@ def test_vitperf_ab_finds_a_candidate_five_times_slower(
     out = {k: pytester.path / f"ab.{k}" for k in ("json", "md", "export")}
     suite = ["test_tiny.py", "--vitperf-warmup-ms=50", "--vitperf-duration-ms=0", "--vitperf-min-iterations=15",
              "--vitperf-compile", "off"]  # fmt: skip
+    work.mkdir()
+    (work / "round5-A.json").write_text("{}")  # an earlier run's: a new run must not keep it for a --resume to take
     # The 2-core CI machine drifts by tens of percent between processes: a 100% threshold, against a 5x candidate.
     code = main(["ab", "--a", sys.executable, "--b", f"env REPEAT=5 {sys.executable}", "--rounds", "3",
                  "--threshold", "100%", "--work-dir", str(work), "--json", str(out["json"]),
@@ -163,9 +180,11 @@ def test_vitperf_ab_finds_a_candidate_five_times_slower(
     assert row["name"] == "vit_tiny_patch16_224 fp32 b1" and row["verdict"] == SLOWER and row["rounds"] == 3
     assert 3 < row["interval"]["estimate"] < 8
     assert "**SLOWER**" in out["md"].read_text() and json.loads(out["export"].read_text())[0]["unit"] == "B/A"
-    assert data["compile"] == "off" and "torch compile mode `off`" in out["md"].read_text()
+    assert data["compile"] == "off" and "kernels compiled each process, torch mode `off`" in out["md"].read_text()
     assert sorted(p.name for p in work.glob("*.json")) == sorted(
         ["ab-run.json"] + [f"prepare-{s}.json" for s in "AB"] + [f"round{i}-{s}.json" for i in range(3) for s in "AB"])
+    # each round's process compiled in a cache of its own, removed after it; the sides' prepared caches stay
+    assert sorted(p.name for p in work.iterdir() if p.is_dir()) == ["cache-A", "cache-B"]
 
     # --resume: a run cut off while B's third process ran reruns that round whole, and nothing else
     logs = {p.name: p.stat().st_mtime_ns for p in work.glob("*.log")}

@@ -1,9 +1,11 @@
 """`vitperf ab`: the current environment (A) and a candidate (B) measured side by side on one GPU.
 
 Each side is a venv, a Python interpreter, or a command prefix that starts one (a container run), with
-pytest-vitperf installed. Each side first runs the suites once to build and compile into its own cache folder (not
-timed); then every round runs one fresh process per side, in ABBA BAAB order, and the verdicts come from the rounds'
-B/A ratios (verdicts/ab.py). With a time budget, rows still unknown get more rounds, four at a time.
+pytest-vitperf installed. Each side first runs the suites once into its own cache folder (not timed), which keeps
+what every build of the same inputs reproduces (exports, calibrations, converted models). Then every round runs one
+fresh process per side, in ABBA BAAB order; each compiles its own kernels (a compile is a draw: two of one engine
+differed by up to 7.5%), so that the rounds' B/A ratios sample compiles as well as processes (verdicts/ab.py).
+With a time budget, rows still unknown get more rounds, four at a time.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import argparse
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -19,6 +22,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_vitperf.engines import REPRODUCIBLE_PARTS
 from pytest_vitperf.options import COMPILE
 from pytest_vitperf.options.parsers import parse_threshold
 
@@ -42,9 +46,8 @@ def side_command(env: str) -> list[str]:
 
 def suite_args(pytest_args: list[str]) -> list[str]:
     """The sides' pytest arguments: the torch backend compiles deterministically unless they name a mode (later on
-    the command line, so theirs wins). Each side compiles once, and every round of that side loads the same kernels;
-    in the default mode a compile's timed kernel choices made one cold compile of an engine up to 7.5% slower than
-    another, which an A/A read as SLOWER."""
+    the command line, so theirs wins): without Inductor's timed kernel choices, compiles differ less (a cold compile
+    of one engine came out 7.5% slower than four others in the default mode)."""
     return [f"{COMPILE}=deterministic", *pytest_args]
 
 
@@ -62,13 +65,32 @@ class SideFailed(Exception):
 def _process(
     cmd: list[str], side: str, label: str, work: Path, args: argparse.Namespace, env: dict[str, str]
 ) -> Process:
-    """One fresh process of `side`; its rows by name. Its output is kept in the work folder."""
+    """One fresh process of `side`; its rows by name. Its output is kept in the work folder. The prepare process (and
+    with --reuse-compiles every process) uses the side's cache; otherwise a round's process compiles its own kernels
+    in a cache of its own that borrows the side's reproducible parts, and is removed after it."""
     out, log = work / f"{label}-{side}.json", work / f"{label}-{side}.log"
+    own = label != "prepare" and not args.reuse_compiles
+    cache = _own_compiles(work / f"cache-{side}", work / f"cache-{side}-{label}") if own else work / f"cache-{side}"
     full = [*cmd, "-m", "pytest", "--gpu-bench", "-p", "no:cacheprovider", "-q", f"--benchmark-json={out}",
-            f"--vitperf-cache-dir={work / f'cache-{side}'}", *suite_args(args.pytest_args)]  # fmt: skip
-    with log.open("w") as f:
-        rc = subprocess.run(full, stdout=f, stderr=subprocess.STDOUT, env=env, check=False).returncode
+            f"--vitperf-cache-dir={cache}", *suite_args(args.pytest_args)]  # fmt: skip
+    try:
+        with log.open("w") as f:
+            rc = subprocess.run(full, stdout=f, stderr=subprocess.STDOUT, env=env, check=False).returncode
+    finally:
+        if own:
+            shutil.rmtree(cache, ignore_errors=True)  # its kernels are this process's draw, never used again
     return _read(out, side, label, rc, log, args)
+
+
+def _own_compiles(side_cache: Path, cache: Path) -> Path:
+    """A fresh cache folder whose reproducible parts (exports, calibrations, converted models) are links to the
+    side's, so that the process compiles, and draws, its own kernels without converting its models again."""
+    shutil.rmtree(cache, ignore_errors=True)
+    cache.mkdir(parents=True)
+    for part in REPRODUCIBLE_PARTS:
+        (side_cache / part).mkdir(parents=True, exist_ok=True)
+        (cache / part).symlink_to((side_cache / part).resolve(), target_is_directory=True)
+    return cache
 
 
 def _read(out: Path, side: str, label: str, rc: int, log: Path, args: argparse.Namespace) -> Process:
@@ -91,7 +113,7 @@ RUN_FILE = "ab-run.json"  # what a work folder was run with, so that --resume co
 
 
 def _what(args: argparse.Namespace) -> dict[str, object]:
-    return {"a": args.a, "b": args.b, "pytest_args": args.pytest_args}
+    return {"a": args.a, "b": args.b, "pytest_args": args.pytest_args, "reuse_compiles": args.reuse_compiles}
 
 
 def _write_run(work: Path, args: argparse.Namespace, looks: int) -> None:
@@ -101,6 +123,8 @@ def _write_run(work: Path, args: argparse.Namespace, looks: int) -> None:
 def _begin(work: Path, args: argparse.Namespace) -> int:
     """The looks already taken at the rounds a resumed run continues (each one counts against the confidence)."""
     if not args.resume:
+        for old in [*work.glob("round*-[AB].*"), *work.glob("prepare-[AB].*")]:
+            old.unlink()  # an earlier run's processes: a later --resume must not take them for this run's
         _write_run(work, args, 0)
         return 0
     try:
@@ -144,6 +168,7 @@ def _again(args: argparse.Namespace) -> str:
     """The command as given, to end a failure message with."""
     opts = [f"--a {shlex.quote(args.a)}", f"--b {shlex.quote(args.b)}", f"--rounds {args.rounds}"]
     opts += [f"--work-dir {args.work_dir}"] if args.work_dir else []
+    opts += ["--reuse-compiles"] if args.reuse_compiles else []
     opts += ["--resume"] if args.resume else []
     return " ".join(["vitperf ab", *opts, "--", *map(shlex.quote, args.pytest_args)])
 
@@ -188,7 +213,8 @@ def _ab(args: argparse.Namespace) -> int:
         return 2
     device = f"GPU {args.gpu}" if args.gpu is not None else "the default device"
     facts = {"a": args.a, "b": args.b, "device": device, "threshold": args.threshold, "confidence": args.confidence,
-             "rounds": len(rounds), "looks": looks, "compile": compile_mode(args.pytest_args)}  # fmt: skip
+             "rounds": len(rounds), "looks": looks, "compile": compile_mode(args.pytest_args),
+             "compiles": "once a side" if args.reuse_compiles else "each process"}  # fmt: skip
     lines = markdown(rows, facts)
     print("\n".join(lines))
     code = exit_code(rows)
@@ -216,6 +242,13 @@ def add(sub: Any) -> None:
         "--resume",
         action="store_true",
         help="continue the run in --work-dir: its caches and the rounds it finished are kept",
+    )
+    ab.add_argument(
+        "--reuse-compiles",
+        action="store_true",
+        help="rounds load the kernels each side compiled once, in its prepare process: faster, but that one "
+        "compile's draw then sits in every round of its side (an A/A read 2%% SLOWER so); by default each process "
+        "compiles its own",
     )
     ab.add_argument("--markdown", type=Path, help="write the table, e.g. for a pull-request comment")
     ab.add_argument("--json", type=Path, help="write the verdicts as JSON")
