@@ -26,6 +26,7 @@ from pytest_vitperf.verdicts.ab import (
     SLOWER,
     SPEEDUP,
     UNKNOWN,
+    Row,
     Side,
     exit_code,
     judge,
@@ -63,7 +64,29 @@ def _rounds(rng: np.random.Generator, n: int, shifts: dict[str, float], sd: floa
     return out
 
 
-def test_verdicts_on_recorded_rounds() -> None:
+RECORDED = Path(__file__).parent / "data" / "ab" / "h100-aa-2026-11-26.json"
+
+
+def test_two_recorded_h100_a_a_runs_give_the_published_verdicts() -> None:
+    """Real rounds: two A/A runs in which each side's rounds loaded its one compile. Run 1's compiles matched: every
+    row SAME. In run 2, B's FP16 batch-1 compile was 2.2% slower: its latency reads SLOWER, and the batch-1 speedups
+    over it FASTER. Right about the engines, wrong about the environments: why each process now compiles."""
+    data = json.loads(RECORDED.read_text())
+
+    def verdicts(run: str) -> dict[tuple[str, str], Row]:
+        rounds = [tuple({k: Side(*v) for k, v in side.items()} for side in pair) for pair in data[run]]
+        return {(r.name.split(" ", 1)[1], r.what): r for r in judge(pairs(rounds))}
+
+    first, second = verdicts("aa1"), verdicts("aa2")
+    assert len(first) == 14 and {r.verdict for r in first.values()} == {SAME}
+    assert exit_code(first.values()) == EXIT_SAME
+    wrong = {k: r.verdict for k, r in second.items() if r.verdict != SAME}
+    assert wrong == {("fp16 b1", LATENCY): SLOWER, **{(f"{p} b1", SPEEDUP): FASTER for p in ("bf16", "fp8", "int8")}}
+    assert second[("fp16 b1", LATENCY)].interval.text() == "1.020x [1.017, 1.024]"
+    assert all(r.detectable > 0.02 for r in second.values()) and exit_code(second.values()) == EXIT_SLOWER
+
+
+def test_verdicts_on_simulated_rounds() -> None:
     rng = np.random.default_rng(3)
     shifts = {"m fp16 b1": 0.0, "m bf16 b1": math.log(1.06), "m int8 b1": math.log(0.94), "m fp8 b1": 0.0}
     rows = {r.name: r for r in judge(pairs(_rounds(rng, 12, shifts)), threshold=0.02) if r.what == LATENCY}

@@ -128,9 +128,8 @@ def _compiling(settings: Settings, mode: str) -> Iterator[None]:
     import torch
 
     inductor = str(settings.cache_dir / "inductor") if settings.cache_dir is not None else None
-    deterministic = mode == "deterministic"
-    timed_choices = torch._inductor.config.patch(deterministic=True) if deterministic else contextlib.nullcontext()
-    with environ("TORCHINDUCTOR_CACHE_DIR", inductor), _recompile_budget(), timed_choices:
+    off = torch._inductor.config.patch(deterministic=True) if mode == "deterministic" else contextlib.nullcontext()
+    with environ("TORCHINDUCTOR_CACHE_DIR", inductor), _recompile_budget(), off:
         yield
 
 
