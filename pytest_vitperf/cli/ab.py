@@ -89,7 +89,7 @@ def _own_compiles(side_cache: Path, cache: Path) -> Path:
     cache.mkdir(parents=True)
     for part in REPRODUCIBLE_PARTS:
         (side_cache / part).mkdir(parents=True, exist_ok=True)
-        (cache / part).symlink_to((side_cache / part).resolve(), target_is_directory=True)
+        (cache / part).symlink_to((side_cache / part).absolute(), target_is_directory=True)
     return cache
 
 
