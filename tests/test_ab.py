@@ -69,7 +69,7 @@ RECORDED = Path(__file__).parent / "data" / "ab" / "h100-aa-2026-11-26.json"
 
 def test_two_recorded_h100_a_a_runs_give_the_published_verdicts() -> None:
     """Real rounds: two A/A runs in which each side's rounds loaded its one compile. Run 1's compiles matched: every
-    row SAME. In run 2, B's FP16 batch-1 compile was 2.2% slower: its latency reads SLOWER, and the batch-1 speedups
+    row SAME. In run 2, B's FP16 batch-1 compile was 2.0% slower: its latency reads SLOWER, and the batch-1 speedups
     over it FASTER. Right about the engines, wrong about the environments: why each process now compiles."""
     data = json.loads(RECORDED.read_text())
 

@@ -124,7 +124,7 @@ def _compiling(settings: Settings, mode: str) -> Iterator[None]:
     """While an engine compiles: dynamo's raised recompile limit and, with --vitperf-cache-dir, Inductor's cache
     there (compiled kernels kept across runs instead of recompiled: minutes for max-autotune). `deterministic` turns
     off the choices Inductor makes by timing candidates as it compiles: cold compiles of one FP16 or BF16 engine at
-    batch 1 came out up to 7.5% apart in the default mode (H200), and still 2.2% once in this one (H100)."""
+    batch 1 came out up to 7.5% apart in the default mode (H200), and still 2.0% once in this one (H100)."""
     import torch
 
     inductor = str(settings.cache_dir / "inductor") if settings.cache_dir is not None else None
