@@ -187,7 +187,7 @@ def sparse24(model: torch.nn.Module, dtype: torch.dtype) -> Conversion:
             sparse = to_sparse_semi_structured(module.weight.detach())
             module.weight = torch.nn.Parameter(sparse, requires_grad=False)
             done.converted.append(name)
-    return done.note_others(model)
+    return done
 
 
 def _fits(precision: str, n: int, k: int) -> str | None:
@@ -235,7 +235,7 @@ def convert(model: torch.nn.Module, precision: str, dtype: torch.dtype) -> Conve
         parent, _, child = name.rpartition(".")
         setattr(model.get_submodule(parent) if parent else model, child, new)
         done.converted.append(name)
-    return done.note_others(model)
+    return done
 
 
 def _fold_pre_scale(module: torch.nn.Module, input_quantizer: Any) -> str:
@@ -335,7 +335,7 @@ class ConvertedCache:
                 f"converted model {self.path} does not fit this model ({first}); remove it to convert again: "
                 f"rm {self.path}"
             ) from None
-        return Conversion(kind, converted=list(converted), kept=dict(kept)).note_others(model)
+        return Conversion(kind, converted=list(converted), kept=dict(kept))
 
     def save(self, model: torch.nn.Module, done: Conversion) -> None:
         import torch

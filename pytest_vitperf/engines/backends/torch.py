@@ -160,7 +160,7 @@ def _quantized(
         done = sparse24(model, dtype) if p.recipe.sparse24 else convert(model, p.weights, dtype)
         if cache is not None:
             cache.save(model, done)
-    return model.eval(), done.summary()
+    return model.eval(), done.note_others(model).summary()  # converted, restored or sparse alike
 
 
 def resolve_compile(mode: str, device: Device) -> str:
