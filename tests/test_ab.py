@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from pytest_vitperf.cli import main
-from pytest_vitperf.cli.ab import _own_compiles, compile_mode, suite_args
+from pytest_vitperf.cli.ab import _own_builds, compile_mode, shared_parts, suite_args
 from pytest_vitperf.engines import REPRODUCIBLE_PARTS
 from pytest_vitperf.report.ab import github_action_benchmark, markdown
 from pytest_vitperf.verdicts.ab import (
@@ -68,9 +68,10 @@ RECORDED = Path(__file__).parent / "data" / "ab" / "h100-aa-2026-11-26.json"
 
 
 def test_two_recorded_h100_a_a_runs_give_the_published_verdicts() -> None:
-    """Real rounds: two A/A runs in which each side's rounds loaded its one compile. Run 1's compiles matched: every
-    row SAME. In run 2, B's FP16 batch-1 compile was 2.0% slower: its latency reads SLOWER, and the batch-1 speedups
-    over it FASTER. Right about the engines, wrong about the environments: why each process now compiles."""
+    """Real rounds: two A/A runs in which each side's rounds loaded its one compile, whose pointwise kernels Inductor
+    still chose by timing. Run 1's compiles matched: every row SAME. In run 2, B's FP16 batch-1 compile was 2.0%
+    slower: its latency reads SLOWER, and the batch-1 speedups over it FASTER. Right about the engines, wrong about
+    the environments: why the deterministic mode now times nothing as it compiles."""
     data = json.loads(RECORDED.read_text())
 
     def verdicts(run: str) -> dict[tuple[str, str], Row]:
@@ -84,6 +85,30 @@ def test_two_recorded_h100_a_a_runs_give_the_published_verdicts() -> None:
     assert wrong == {("fp16 b1", LATENCY): SLOWER, **{(f"{p} b1", SPEEDUP): FASTER for p in ("bf16", "fp8", "int8")}}
     assert second[("fp16 b1", LATENCY)].interval.text() == "1.020x [1.017, 1.024]"
     assert all(r.detectable > 0.02 for r in second.values()) and exit_code(second.values()) == EXIT_SLOWER
+
+
+UNTIMED = Path(__file__).parent / "data" / "ab" / "h100-untimed-compiles-2026-11-26.json"
+
+
+def test_recorded_h100_runs_with_untimed_compiles_give_the_published_verdicts() -> None:
+    """Real rounds, each side's rounds sharing kernels compiled without timed choices. Two A/A runs: no row SLOWER or
+    FASTER (the GEMM products, noisier between processes, stay UNKNOWN at 6 rounds). A 2% delay added to FP8 on side
+    B, judged at a 1% threshold: exactly FP8's rows SLOWER."""
+    data = json.loads(UNTIMED.read_text())
+
+    def verdicts(run: str, threshold: float) -> dict[tuple[str, str], Row]:
+        rounds = [tuple({k: Side(*v) for k, v in side.items()} for side in pair) for pair in data[run]]
+        return {(r.name, r.what): r for r in judge(pairs(rounds), threshold=threshold)}
+
+    aa1, delay, aa2 = verdicts("aa1", 0.02), verdicts("delay", 0.01), verdicts("aa2", 0.02)
+    assert len(aa1) == 58 and {r.verdict for r in aa1.values()} == {SAME, UNKNOWN}
+    assert sum(r.verdict == SAME for k, r in aa1.items() if k[0].startswith("vit_base")) == 10
+    assert exit_code(aa1.values()) == EXIT_UNKNOWN
+    assert len(aa2) == 14 and {r.verdict for r in aa2.values()} == {SAME} and exit_code(aa2.values()) == EXIT_SAME
+    slower = {(n.split(" ", 1)[1], w) for (n, w), r in delay.items() if r.verdict == SLOWER}
+    assert slower == {(f"fp8 b{b}", w) for b in (1, 64) for w in (LATENCY, SPEEDUP)}
+    assert {r.verdict for r in delay.values()} == {SAME, UNKNOWN, SLOWER} and exit_code(delay.values()) == EXIT_SLOWER
+    assert all(r.interval.low > 1.014 and r.interval.high < 1.031 for r in delay.values() if r.verdict == SLOWER)
 
 
 def test_verdicts_on_simulated_rounds() -> None:
@@ -149,7 +174,9 @@ def test_a_rounds_process_borrows_only_what_every_build_reproduces(tmp_path: Pat
     (side / "inductor").mkdir(parents=True)
     (side / "converted").mkdir()
     (side / "converted" / "fp8-k.pt").write_bytes(b"x")
-    own = _own_compiles(side, tmp_path / "cache-A-round0")
+    timed = shared_parts(["suites/", "--vitperf-compile=default"])
+    assert timed == REPRODUCIBLE_PARTS and shared_parts(["suites/"]) == (*REPRODUCIBLE_PARTS, "inductor")
+    own = _own_builds(side, tmp_path / "cache-A-round0", timed)
     assert sorted(p.name for p in own.iterdir()) == sorted(REPRODUCIBLE_PARTS)
     assert all((own / p).is_symlink() for p in REPRODUCIBLE_PARTS) and not (own / "inductor").exists()
     assert (own / "converted" / "fp8-k.pt").read_bytes() == b"x"
@@ -203,7 +230,7 @@ def test_vitperf_ab_finds_a_candidate_five_times_slower(
     assert row["name"] == "vit_tiny_patch16_224 fp32 b1" and row["verdict"] == SLOWER and row["rounds"] == 3
     assert 3 < row["interval"]["estimate"] < 8
     assert "**SLOWER**" in out["md"].read_text() and json.loads(out["export"].read_text())[0]["unit"] == "B/A"
-    assert data["compile"] == "off" and "kernels compiled each process, torch mode `off`" in out["md"].read_text()
+    assert data["compile"] == "off" and "engines built each process, torch mode `off`" in out["md"].read_text()
     assert sorted(p.name for p in work.glob("*.json")) == sorted(
         ["ab-run.json"] + [f"prepare-{s}.json" for s in "AB"] + [f"round{i}-{s}.json" for i in range(3) for s in "AB"])
     # each round's process compiled in a cache of its own, removed after it; the sides' prepared caches stay

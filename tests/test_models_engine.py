@@ -274,14 +274,16 @@ def test_a_compiled_engine_is_static_whatever_was_compiled_before_it() -> None:
 @pytest.mark.parametrize(("mode", "deterministic"), [("default", False), ("deterministic", True)])
 def test_the_deterministic_mode_compiles_without_timed_choices(mode: str, deterministic: bool) -> None:
     """Inductor picks some kernels by timing candidates as it compiles; two cold compiles of one engine then differ
-    (up to 7.5% on an H200 at batch 1). `deterministic` compiles with those choices off, and only while compiling."""
+    (up to 7.5% on an H200 at batch 1). `deterministic` compiles with those choices off, pointwise configs included,
+    and only while compiling."""
     import torch._inductor.compile_fx as compile_fx
 
-    seen: list[bool] = []
+    seen: list[tuple[bool, bool]] = []
     real = compile_fx.compile_fx
+    config = torch._inductor.config
 
     def recording(*args: Any, **kwargs: Any) -> Any:
-        seen.append(torch._inductor.config.deterministic)
+        seen.append((config.deterministic, not config.triton.autotune_pointwise))
         return real(*args, **kwargs)
 
     tiny = build_vit(img_size=16, patch_size=8, embed_dim=32, depth=1, num_heads=2)
@@ -290,7 +292,7 @@ def test_the_deterministic_mode_compiles_without_timed_choices(mode: str, determ
         mp.setattr(compile_fx, "compile_fx", recording)
         engine = TorchBackend().prepare(tiny, model_name="tiny", precision="fp32", batch=2, device=CPU,
                                         settings=Settings(compile=mode))  # fmt: skip
-    assert seen and set(seen) == {deterministic}
-    assert torch._inductor.config.deterministic is False
+    assert seen and set(seen) == {(deterministic, deterministic)}
+    assert (config.deterministic, config.triton.autotune_pointwise) == (False, True)
     assert engine.describe()["compile"] == mode
     torch.testing.assert_close(engine.output(), tiny.eval()(engine.inputs), rtol=1e-4, atol=1e-4)

@@ -8,7 +8,8 @@
 # WORK keeps both sides' caches, logs and per-process JSON (reuse it: later runs prepare warm; --resume continues a
 # run that was cut off); OUT gets WHAT.md, WHAT.json and the per-process JSON as WHAT-rounds.tgz.
 # The suite (SUITE, default below): vit_base at fp16, bf16, fp8 and int8, batch 1 and 64, one build per process and
-# short in-process rounds: in an A/B run each process is one observation, and its spread comes from the rounds.
+# short in-process rounds (in an A/B run each process is one observation, and its spread comes from the rounds), and
+# the GEMM micro-suite's products of ViT-B/16's four Linears (all 78 products would add about a minute a process).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 usage="usage: tools/ab_runs.sh aa|delay|addmm WORK OUT [vitperf ab options]"
@@ -20,8 +21,10 @@ case "$what" in
     addmm) b="env DISABLE_ADDMM_CUDA_LT=1 $python" ;;
     *) echo "ab_runs.sh: unknown run $what; $usage" >&2; exit 2 ;;
 esac
-read -r -a suite <<< "${SUITE:-suites/test_vit_latency.py --vitperf-models vit_base --vitperf-precisions fp16,bf16,fp8,int8 \
---vitperf-batch-sizes 1,64 --vitperf-builds 1 --vitperf-rounds 3 --vitperf-slice-ms 100 --vitperf-warmup-ms 300 --vitperf-round-budget-s 0}"
+suite=(suites/test_vit_latency.py suites/test_gemm.py::test_gemm_speed -k "not gemm or vitb16" --vitperf-models vit_base
+    --vitperf-precisions fp16,bf16,fp8,int8 --vitperf-batch-sizes 1,64 --vitperf-builds 1 --vitperf-rounds 3
+    --vitperf-slice-ms 100 --vitperf-warmup-ms 300 --vitperf-round-budget-s 0)
+[ -n "${SUITE:-}" ] && read -r -a suite <<< "$SUITE"
 mkdir -p "$work" "$out"
 start=$SECONDS
 "$python" -m pytest_vitperf.cli ab --a "$python" --b "$b" --work-dir "$work" --markdown "$out/$what.md" \

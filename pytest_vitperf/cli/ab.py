@@ -2,9 +2,10 @@
 
 Each side is a venv, a Python interpreter, or a command prefix that starts one (a container run), with
 pytest-vitperf installed. Each side first runs the suites once into its own cache folder (not timed), which keeps
-what every build of the same inputs reproduces (exports, calibrations, converted models). Then every round runs one
-fresh process per side, in ABBA BAAB order; each compiles its own kernels (a compile is a draw: two of one engine
-differed by up to 7.5%), so that the rounds' B/A ratios sample compiles as well as processes (verdicts/ab.py).
+what every build of the same inputs reproduces (exports, calibrations, converted models, and Inductor's kernels
+compiled without timed choices). Then every round runs one fresh process per side, in ABBA BAAB order; each builds
+whatever else its engines need (a build that times candidates is a draw: two compiles of one engine differed by up
+to 7.5%), so that the rounds' B/A ratios sample builds as well as processes (verdicts/ab.py).
 With a time budget, rows still unknown get more rounds, four at a time.
 """
 
@@ -22,7 +23,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_vitperf.engines import REPRODUCIBLE_PARTS
+from pytest_vitperf.engines import INDUCTOR_PART, REPRODUCIBLE_PARTS
 from pytest_vitperf.options import COMPILE
 from pytest_vitperf.options.parsers import parse_threshold
 
@@ -46,8 +47,8 @@ def side_command(env: str) -> list[str]:
 
 def suite_args(pytest_args: list[str]) -> list[str]:
     """The sides' pytest arguments: the torch backend compiles deterministically unless they name a mode (later on
-    the command line, so theirs wins): without Inductor's timed kernel choices, compiles differ less (a cold compile
-    of one engine came out 7.5% slower than four others in the default mode)."""
+    the command line, so theirs wins): without Inductor's timed kernel choices, every compile of an engine chooses
+    the same kernels (a cold compile of one engine came out 7.5% slower than four others in the default mode)."""
     return [f"{COMPILE}=deterministic", *pytest_args]
 
 
@@ -66,11 +67,13 @@ def _process(
     cmd: list[str], side: str, label: str, work: Path, args: argparse.Namespace, env: dict[str, str]
 ) -> Process:
     """One fresh process of `side`; its rows by name. Its output is kept in the work folder. The prepare process (and
-    with --reuse-compiles every process) uses the side's cache; otherwise a round's process compiles its own kernels
-    in a cache of its own that borrows the side's reproducible parts, and is removed after it."""
+    with --reuse-compiles every process) uses the side's cache; otherwise a round's process builds in a cache of its
+    own that borrows the side's reproducible parts, and is removed after it."""
     out, log = work / f"{label}-{side}.json", work / f"{label}-{side}.log"
     own = label != "prepare" and not args.reuse_compiles
-    cache = _own_compiles(work / f"cache-{side}", work / f"cache-{side}-{label}") if own else work / f"cache-{side}"
+    cache = work / f"cache-{side}"
+    if own:
+        cache = _own_builds(cache, work / f"cache-{side}-{label}", shared_parts(args.pytest_args))
     full = [*cmd, "-m", "pytest", "--gpu-bench", "-p", "no:cacheprovider", "-q", f"--benchmark-json={out}",
             f"--vitperf-cache-dir={cache}", *suite_args(args.pytest_args)]  # fmt: skip
     try:
@@ -78,16 +81,22 @@ def _process(
             rc = subprocess.run(full, stdout=f, stderr=subprocess.STDOUT, env=env, check=False).returncode
     finally:
         if own:
-            shutil.rmtree(cache, ignore_errors=True)  # its kernels are this process's draw, never used again
+            shutil.rmtree(cache, ignore_errors=True)  # its builds are this process's draw, never used again
     return _read(out, side, label, rc, log, args)
 
 
-def _own_compiles(side_cache: Path, cache: Path) -> Path:
-    """A fresh cache folder whose reproducible parts (exports, calibrations, converted models) are links to the
-    side's, so that the process compiles, and draws, its own kernels without converting its models again."""
+def shared_parts(pytest_args: list[str]) -> tuple[str, ...]:
+    """The parts of a side's cache that its rounds borrow: what every build reproduces. Inductor's kernels are among
+    them when compiled without timed choices; TensorRT plans never are (a build times tactics)."""
+    return (*REPRODUCIBLE_PARTS, INDUCTOR_PART) if compile_mode(pytest_args) == "deterministic" else REPRODUCIBLE_PARTS
+
+
+def _own_builds(side_cache: Path, cache: Path, parts: tuple[str, ...]) -> Path:
+    """A fresh cache folder whose `parts` are links to the side's, so that the process builds, and draws, the rest
+    without converting its models again."""
     shutil.rmtree(cache, ignore_errors=True)
     cache.mkdir(parents=True)
-    for part in REPRODUCIBLE_PARTS:
+    for part in parts:
         (side_cache / part).mkdir(parents=True, exist_ok=True)
         (cache / part).symlink_to((side_cache / part).absolute(), target_is_directory=True)
     return cache
@@ -173,6 +182,15 @@ def _again(args: argparse.Namespace) -> str:
     return " ".join(["vitperf ab", *opts, "--", *map(shlex.quote, args.pytest_args)])
 
 
+def _builds(args: argparse.Namespace) -> str:
+    """Where a round's engines come from, for the facts under the table."""
+    if args.reuse_compiles:
+        return "once a side"
+    if INDUCTOR_PART in shared_parts(args.pytest_args):
+        return "Inductor's kernels once a side (no timed choices), other builds each process"
+    return "each process"
+
+
 def _ab(args: argparse.Namespace) -> int:
     from pytest_vitperf.report.ab import github_action_benchmark, markdown
     from pytest_vitperf.verdicts.ab import UNKNOWN, exit_code, judge, order, pairs
@@ -214,7 +232,7 @@ def _ab(args: argparse.Namespace) -> int:
     device = f"GPU {args.gpu}" if args.gpu is not None else "the default device"
     facts = {"a": args.a, "b": args.b, "device": device, "threshold": args.threshold, "confidence": args.confidence,
              "rounds": len(rounds), "looks": looks, "compile": compile_mode(args.pytest_args),
-             "compiles": "once a side" if args.reuse_compiles else "each process"}  # fmt: skip
+             "builds": _builds(args)}  # fmt: skip
     lines = markdown(rows, facts)
     print("\n".join(lines))
     code = exit_code(rows)
@@ -246,9 +264,9 @@ def add(sub: Any) -> None:
     ab.add_argument(
         "--reuse-compiles",
         action="store_true",
-        help="rounds load the kernels each side compiled once, in its prepare process: faster, but that one "
-        "compile's draw then sits in every round of its side (an A/A read 2%% SLOWER so); by default each process "
-        "compiles its own",
+        help="rounds load every build of their side's prepare process, TensorRT plans and kernels compiled with "
+        "timed choices included: faster, but that one build's draw then sits in every round of its side (an A/A "
+        "read 2%% SLOWER so); by default a round's process builds those afresh",
     )
     ab.add_argument("--markdown", type=Path, help="write the table, e.g. for a pull-request comment")
     ab.add_argument("--json", type=Path, help="write the verdicts as JSON")

@@ -15,12 +15,12 @@ def _ratio(i: Any) -> str:
 
 def markdown(rows: Sequence[Row], facts: dict[str, Any]) -> list[str]:
     """One table, a line per row and kind: B over A with its interval, in time and cycles; the rounds; what they
-    can see; the verdict. `facts`: a, b, device, threshold, confidence, rounds, compiles, compile."""
+    can see; the verdict. `facts`: a, b, device, threshold, confidence, rounds, builds, compile."""
     head = [
         f"### vitperf ab: B `{facts['b']}` against A `{facts['a']}`",
         "",
-        f"{facts['device']}; {facts['rounds']} rounds, each a fresh process per side in ABBA BAAB order; kernels "
-        f"compiled {facts.get('compiles', 'each process')}, torch mode `{facts.get('compile', 'as the suite says')}`; "
+        f"{facts['device']}; {facts['rounds']} rounds, each a fresh process per side in ABBA BAAB order; engines "
+        f"built {facts.get('builds', 'each process')}, torch mode `{facts.get('compile', 'as the suite says')}`; "
         "B/A above 1: "
         f"B is slower. SAME: the interval lies within ±{facts['threshold']:.0%}; SLOWER / FASTER: beyond it, "
         f"Benjamini-Hochberg at {1 - facts['confidence']:.0%} over {len(rows)} rows; intervals at the rows' and "

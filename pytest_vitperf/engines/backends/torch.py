@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_vitperf.core.errors import OutOfMemory, VitperfError
 from pytest_vitperf.core.precision import builtin_backend_reason, get_precision
+from pytest_vitperf.engines import INDUCTOR_PART
 from pytest_vitperf.engines.models import fixed_input, input_size
 from pytest_vitperf.measure.env import environ, version_of
 from pytest_vitperf.measure.timing import Clock, PerfCounterClock, TorchCudaEventClock
@@ -123,12 +124,15 @@ def _recompile_budget() -> contextlib.AbstractContextManager[object]:
 def _compiling(settings: Settings, mode: str) -> Iterator[None]:
     """While an engine compiles: dynamo's raised recompile limit and, with --vitperf-cache-dir, Inductor's cache
     there (compiled kernels kept across runs instead of recompiled: minutes for max-autotune). `deterministic` turns
-    off the choices Inductor makes by timing candidates as it compiles: cold compiles of one FP16 or BF16 engine at
-    batch 1 came out up to 7.5% apart in the default mode (H200), and still 2.0% once in this one (H100)."""
+    off every choice Inductor makes by timing candidates as it compiles: cold compiles of one FP16 or BF16 engine at
+    batch 1 came out up to 7.5% apart in the default mode (H200). Inductor's own deterministic flag still times the
+    configs of pointwise kernels (a 2.0% draw once, H100); without that, a compile times nothing and every cold
+    compile of an engine chooses the same kernels."""
     import torch
 
-    inductor = str(settings.cache_dir / "inductor") if settings.cache_dir is not None else None
-    off = torch._inductor.config.patch(deterministic=True) if mode == "deterministic" else contextlib.nullcontext()
+    inductor = str(settings.cache_dir / INDUCTOR_PART) if settings.cache_dir is not None else None
+    untimed = {"deterministic": True, "triton.autotune_pointwise": False}
+    off = torch._inductor.config.patch(untimed) if mode == "deterministic" else contextlib.nullcontext()
     with environ("TORCHINDUCTOR_CACHE_DIR", inductor), _recompile_budget(), off:
         yield
 
