@@ -81,6 +81,12 @@ def test_task_metrics_on_known_logits() -> None:
     wrong[0] = torch.tensor([0.0, 9.0, 0.0, 0.0])  # one image now answered as class 1
     acc = task_accuracy("fp8", "test", wrong, reference, labels)
     assert acc.top1 == 0.75 and acc.agreement == 0.75 and acc.drop == pytest.approx(25.0)
+    assert (acc.lost, acc.gained, acc.mcnemar_p) == (1, 0, 1.0)  # one changed image proves nothing
+    drop, agreement = acc.drop_interval(), acc.agreement_interval()
+    assert drop.estimate == pytest.approx(0.25) and drop.low < 0 < 0.25 < drop.high <= 1
+    assert agreement.estimate == 0.75 and agreement.contains(0.5) and agreement.high < 1
+    fixed = task_accuracy("fp8", "test", reference, wrong, labels)  # the other way: an image FP32 got wrong
+    assert (fixed.lost, fixed.gained, fixed.drop_interval().estimate) == (0, 1, pytest.approx(-0.25))
     assert task_failures(acc, TaskBound(max_drop=30)) == []
     assert len(task_failures(acc, TaskBound(max_drop=1.0, min_agreement=0.9, min_cosine=0.999))) == 3
 
@@ -144,7 +150,7 @@ def test_the_suite_judges_engines_and_fake_quant_on_the_cpu(pytester: pytest.Pyt
     result.stdout.fnmatch_lines(
         [
             "*vitperf accuracy (digits ViT test split, against its FP32 model)*",
-            "precision * via * images * top-1 * drop pts * agreement * cosine * |err| p99*",
+            "precision * via * images * top-1 * drop pts [[]95%[]] * McNemar p * agreement [[]95%[]] * cosine *",
             "fp32 * torch engine (cpu) * 360 * 100.00% *",
             "int8 * Model Optimizer fake quant (cpu) * 360 *",
             "nvfp4 * Model Optimizer fake quant (cpu) * 360 *",

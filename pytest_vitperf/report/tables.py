@@ -325,9 +325,11 @@ def accuracy_summary(accuracies: Iterable[TaskAccuracy], measurements: Iterable[
     rows = []
     for a in sorted(accuracies, key=lambda a: (sort_key(a.precision), a.via)):
         ms, ratio = speed(a.precision)
-        rows.append((a.precision, a.via, str(a.images), f"{a.top1:.2%}", f"{a.drop:+.2f}", f"{a.agreement:.2%}",
-                     f"{a.error.cosine:.5f}", f"{a.error_quantile:.4f}", ms, ratio))  # fmt: skip
-    header = ("precision", "via", "images", "top-1", "drop pts", "agreement", "cosine", "|err| p99", "ms", "vs fp16")
+        rows.append((a.precision, a.via, str(a.images), f"{a.top1:.2%}", a.drop_interval().text(signed=True),
+                     f"{a.mcnemar_p:.3g}", a.agreement_interval().text(), f"{a.error.cosine:.5f}",
+                     f"{a.error_quantile:.4f}", ms, ratio))  # fmt: skip
+    header = ("precision", "via", "images", "top-1", "drop pts [95%]", "McNemar p", "agreement [95%]", "cosine",
+              "|err| p99", "ms", "vs fp16")  # fmt: skip
     return table(header, rows)
 
 

@@ -6,7 +6,8 @@ must reach. The metrics come from numerics.bounds (float64 numpy).
 
 On a task (the digits ViT's test split, digits.py), `task_accuracy` adds what a user weighs a precision by: top-1
 accuracy and its drop from FP32, top-1 agreement with the FP32 model, and the absolute error at a quantile (as
-Polygraphy's `--check-error-stat quantile`); `TaskBound` in the registry says what each precision may cost.
+Polygraphy's `--check-error-stat quantile`); `TaskBound` in the registry says what each precision may cost. Every
+image is judged by FP32 and by the precision, so the drop's interval is the paired one, with McNemar's exact test.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_vitperf.core.precision import TaskBound, get_precision
 from pytest_vitperf.numerics import cosine, max_abs_error, relative_l2
+from pytest_vitperf.verdicts.proportions import Share, mcnemar_exact, paired_difference, wilson
+from pytest_vitperf.verdicts.stats import CONFIDENCE
 
 if TYPE_CHECKING:
     import torch
@@ -65,18 +68,42 @@ class TaskAccuracy:
     agreement: float  # share of images whose top-1 class is the FP32 model's
     error: OutputError
     error_quantile: float  # |logit - FP32 logit| at ERROR_QUANTILE
+    lost: int = 0  # images FP32 classifies right and this precision wrong
+    gained: int = 0  # images FP32 classifies wrong and this precision right
 
     @property
     def drop(self) -> float:
         """Points of top-1 accuracy lost against FP32 (negative: gained)."""
         return (self.fp32_top1 - self.top1) * 100
 
+    def drop_interval(self, confidence: float = CONFIDENCE) -> Share:
+        """FP32's top-1 minus this precision's, as a fraction, with its interval: every image is judged by both, so
+        the interval is the paired one (only the images whose verdict changed move it)."""
+        fp32_right = round(self.fp32_top1 * self.images)
+        both = fp32_right - self.lost
+        return paired_difference(both, self.lost, self.gained, self.images - both - self.lost - self.gained, confidence)
+
+    def agreement_interval(self, confidence: float = CONFIDENCE) -> Share:
+        """The share of images whose top-1 class is FP32's, with its Wilson interval: it separates formats long
+        before accuracy does, since a changed class need not be a changed verdict."""
+        return wilson(round(self.agreement * self.images), self.images, confidence)
+
+    @property
+    def mcnemar_p(self) -> float:
+        """McNemar's exact test of the precision scoring as FP32 does, from the images whose verdict changed."""
+        return mcnemar_exact(self.lost, self.gained)
+
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "drop": self.drop, "quantile": ERROR_QUANTILE}
+        return {**asdict(self), "drop": self.drop, "quantile": ERROR_QUANTILE, **self._derived()}
+
+    def _derived(self) -> dict[str, Any]:
+        drop, agreement = self.drop_interval(), self.agreement_interval()
+        return {"drop_interval": drop.to_dict(), "agreement_interval": agreement.to_dict(), "mcnemar_p": self.mcnemar_p}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TaskAccuracy:
-        fields = {k: v for k, v in d.items() if k not in ("drop", "quantile")}
+        derived = ("drop", "quantile", "drop_interval", "agreement_interval", "mcnemar_p")
+        fields = {k: v for k, v in d.items() if k not in derived}
         return cls(**{**fields, "error": OutputError(**fields["error"])})
 
 
@@ -98,6 +125,8 @@ def task_accuracy(
         agreement=float(np.mean(top == ref_top)),
         error=output_error(reference, logits),
         error_quantile=float(np.quantile(np.abs(got - ref), ERROR_QUANTILE)),
+        lost=int(np.sum((ref_top == y) & (top != y))),
+        gained=int(np.sum((ref_top != y) & (top == y))),
     )
 
 

@@ -1,6 +1,7 @@
-"""The statistics every verdict shares: intervals of a ratio, three-outcome decisions, control of many decisions at
-once, and the smallest change a design can see. Written once; floors, stored baselines and A/B runs all judge with
-it. scipy.stats does the arithmetic; this module decides what is an observation.
+"""The statistics every verdict shares: intervals of a ratio and of shares of images, three-outcome decisions, control
+of many decisions at once, and the smallest change a design can see. Written once; floors, stored baselines, A/B
+runs and the accuracy table all judge with it (shares of images: proportions.py). scipy.stats does the arithmetic;
+this module decides what is an observation.
 
 An observation is one independent unit: a round of an interleaved family (every engine timed once in a shuffled
 order), a fresh process, a pair of A/B runs. The thousands of samples inside one slice are not independent of one
