@@ -90,7 +90,7 @@ def write_report(vs: VitperfSession) -> None:
     assert out is not None
     floors = {k: v.floor for k, v in vs.verdicts.items() if v.floor is not None}
     try:
-        vs.exported += [f"report: {p}" for p in write(out, vs.measurements.values(), floors)]
+        vs.exported += [f"report: {p}" for p in write(out, vs.measurements.values(), floors, accuracies=vs.accuracies)]
     except OSError as exc:
         vs.export_errors.append(f"report {out}: {exc.strerror or exc}")
 

@@ -11,11 +11,14 @@ import pytest
 
 from pytest_vitperf.cli import main
 from pytest_vitperf.measure.measurement import BenchmarkJsonError, Measurement, read_benchmark_json
-from pytest_vitperf.report.pictures import write
+from pytest_vitperf.report.pictures import tradeoff_points, write
+from pytest_vitperf.verdicts.accuracy import task_accuracy
 from tests.conftest import FAST
 
 STORED = Path(__file__).parent / "data" / "h200-vit_base-b64-benchmark.json"  # -n 2 run on 2x H200, 2026-11-23
 STORED_H100 = STORED.with_name("h100-main-job-benchmark.json")  # main job on an H100, 2026-11-23, part of it
+# one `vitperf ab` process on an H100, 2026-11-26: vit_base fp16/bf16/fp8/int8 at b1 and b64 in 3 interleaved rounds
+ROUNDS_H100 = STORED.with_name("h100-vit_base-rounds-benchmark.json")
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
@@ -75,3 +78,26 @@ def test_the_option_writes_a_report_at_the_end_of_a_run(suite: pytest.Pytester) 
     assert (suite.path / "rep" / "report.md").read_text().startswith("# pytest-vitperf report (this run, written ")
     data = json.loads((suite.path / "rep" / "data.json").read_text())
     assert {Measurement.from_dict(m).spec.precision for m in data["measurements"]} == {"fp16", "fp32"}
+
+
+def test_the_trade_off_puts_each_precision_at_its_speedup_and_task_drop_with_intervals(tmp_path: Path) -> None:
+    import torch
+
+    ms = [m for m in read_benchmark_json(ROUNDS_H100) if m.spec.batch == 64]
+    reference, labels = torch.eye(4) * 5, torch.tensor([0, 1, 2, 3])
+    wrong = reference.clone()
+    wrong[0] = torch.tensor([0.0, 9.0, 0.0, 0.0])  # one of four images lost
+    accs = [task_accuracy("fp8", "torch engine (cuda)", wrong, reference, labels),
+            task_accuracy("fp8", "Model Optimizer fake quant (cpu)", reference, reference, labels),
+            task_accuracy("int8", "Model Optimizer fake quant (cpu)", reference, reference, labels)]  # fmt: skip
+    points, by_task = tradeoff_points(ms, accs)
+    got = {name: (xs, ys) for name, xs, ys in points}
+    assert by_task and sorted(got) == ["fp8", "int8"]  # precisions without a task result are left out
+    (x, x_low, x_high), (y, y_low, y_high) = got["fp8"]
+    assert x_low < x < x_high and x == pytest.approx(1.1385, abs=0.001)  # the rounds' interval
+    assert y == pytest.approx(25.0) and y_low < 0 < y_high  # the engine's drop, not fake quantization's 0
+    assert any(p.name.startswith("tradeoff") for p in write(tmp_path, ms, accuracies=accs))
+    # without a task, the output's distance from FP32, one point per precision that recorded it
+    cosines, by_task = tradeoff_points(ms)
+    assert not by_task and {name for name, _, _ in cosines} == {"fp16", "bf16", "fp8", "int8"}
+

@@ -2,11 +2,12 @@
 pytest-benchmark JSON (no GPU needed). Writes report.md, one PNG per figure and data.json.
 
 Figures, per (model, batch), each ratio taken on one GPU:
-- speedup over FP16 per precision, the floor drawn over its bar;
+- speedup over FP16 per precision, with its interval where the rounds gave one, the floor drawn over its bar;
 - latency distribution of the raw samples per precision (box plot);
 - kernel time by kind, FP16 next to each quantized or pruned precision, when the run profiled kernels
   (--vitperf-kernels);
-- accuracy against speed: the output's distance from FP32 (1 - cosine) against the speedup.
+- accuracy against speed: the top-1 drop from FP32 on the accuracy task (or, without one, the output's distance
+  from FP32, 1 - cosine) against the speedup, each with its interval.
 And, per GPU, the GEMM micro-suite's share of the dense peak per shape and kind (suites/test_gemm.py).
 """
 
@@ -17,7 +18,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_vitperf.core.precision import PRECISIONS, REFERENCE, get_precision, sort_key
 from pytest_vitperf.engines.gemms import KINDS as GEMM_KINDS
@@ -25,6 +26,10 @@ from pytest_vitperf.engines.gemms import dense_peak, shape_of, tflops
 from pytest_vitperf.measure.env import slug
 from pytest_vitperf.measure.measurement import Measurement
 from pytest_vitperf.report.tables import gemm_summary, summary
+from pytest_vitperf.verdicts.floors import speedup_interval
+
+if TYPE_CHECKING:
+    from pytest_vitperf.verdicts.accuracy import TaskAccuracy
 
 Key = tuple[str, str, int, str]
 KINDS = ("gemm", "attention", "quantize", "norm", "elementwise", "other")
@@ -50,8 +55,9 @@ def _plt() -> Any:
 
 
 def _title(family: tuple[str, int, str, str | None], what: str, device: str) -> str:
+    """Two lines, so that a long model and device name fit a narrow figure."""
     model, batch, backend, _ = family
-    return f"{what}: {model} batch {batch}, {backend} on {device}"
+    return f"{what}\n{model} batch {batch}, {backend} on {device}"
 
 
 def speedup_figure(family: Any, ms: list[Measurement], floors: dict[Key, float], path: Path) -> Path | None:
@@ -63,13 +69,17 @@ def speedup_figure(family: Any, ms: list[Measurement], floors: dict[Key, float],
     fig, ax = plt.subplots(figsize=(7, 3.4), dpi=100)
     names = [m.spec.precision for m in others]
     speedups = [ref.median / m.median for m in others]
-    bars = ax.bar(names, speedups, color=["#2ca02c" if s >= 1 else "#d62728" for s in speedups])
+    intervals = [speedup_interval(ref, m) for m in others]  # None where the engines were not timed in rounds
+    errors = [[s - i.low if i else 0.0 for s, i in zip(speedups, intervals, strict=True)],
+              [i.high - s if i else 0.0 for s, i in zip(speedups, intervals, strict=True)]]  # fmt: skip
+    bars = ax.bar(names, speedups, yerr=errors, capsize=3, ecolor="black",
+                  color=["#2ca02c" if s >= 1 else "#d62728" for s in speedups])  # fmt: skip
     ax.axhline(1.0, color="black", lw=0.8)
     drawn = [(i, floors[m.spec.key]) for i, m in enumerate(others) if m.spec.key in floors]
     for n, (i, floor) in enumerate(drawn):
         ax.hlines(floor, i - 0.4, i + 0.4, color="black", ls="--", lw=1.5, label="_" if n else "floor")
     ax.bar_label(bars, [f"{s:.2f}x" for s in speedups], fontsize=8)
-    ax.set_ylabel(f"speedup over {REFERENCE} (median)")
+    ax.set_ylabel(f"speedup over {REFERENCE}\n(median, 95% interval)")
     ax.set_title(_title(family, "Speedup", ms[0].spec.device), fontsize=9)
     ax.tick_params(axis="x", labelrotation=30, labelsize=8)
     if drawn:
@@ -119,21 +129,51 @@ def kernel_figure(family: Any, ms: list[Measurement], path: Path) -> Path | None
     return _save(fig, plt, path)
 
 
-def tradeoff_figure(family: Any, ms: list[Measurement], path: Path) -> Path | None:
+Point = tuple[str, tuple[float, float, float], tuple[float, float, float]]  # name, (x, low, high), (y, low, high)
+
+
+def tradeoff_points(ms: list[Measurement], accuracies: Iterable[TaskAccuracy] = ()) -> tuple[list[Point], bool]:
+    """Every precision at its speedup over FP16 (with its interval where the rounds gave one) and what it costs: its
+    top-1 drop from FP32 in points on the accuracy task, with its paired interval, where the run measured one (True);
+    else the output's distance from FP32, 1 - cosine (False)."""
     ref = next((m for m in ms if m.spec.precision == REFERENCE), None)
-    points = [(m.spec.precision, ref.median / m.median, 1 - m.spec.options["output_error"]["cosine"])
-              for m in ms if ref is not None and m.spec.options.get("output_error")]  # fmt: skip
+    if ref is None:
+        return [], False
+    # the engine's own logits over fake quantization's: later entries win
+    task = {a.precision: a for a in sorted(accuracies, key=lambda a: a.via.startswith("Model Optimizer"), reverse=True)}
+    points: list[Point] = []
+    for m in ms:
+        speed = speedup_interval(ref, m) if m is not ref else None
+        x = ref.median / m.median
+        xs = (x, speed.low, speed.high) if speed else (x, x, x)
+        if task and m.spec.precision in task:
+            d = task[m.spec.precision].drop_interval()
+            points.append((m.spec.precision, xs, (d.estimate * 100, d.low * 100, d.high * 100)))
+        elif not task and m.spec.options.get("output_error"):
+            y = max(1 - m.spec.options["output_error"]["cosine"], 1e-9)
+            points.append((m.spec.precision, xs, (y, y, y)))
+    return points, bool(task)
+
+
+def tradeoff_figure(family: Any, ms: list[Measurement], path: Path,
+                    accuracies: Iterable[TaskAccuracy] = ()) -> Path | None:  # fmt: skip
+    points, by_task = tradeoff_points(ms, accuracies)
     if not points:
         return None
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(6, 3.6), dpi=100)
-    for name, x, y in points:
-        ax.scatter(x, max(y, 1e-9), color="#1f77b4")
-        ax.annotate(name, (x, max(y, 1e-9)), fontsize=7, xytext=(3, 3), textcoords="offset points")
-    ax.set_yscale("log")
+    fig, ax = plt.subplots(figsize=(6, 3.8), dpi=100)
+    for name, (x, xlo, xhi), (y, ylo, yhi) in points:
+        ax.errorbar(x, y, xerr=[[x - xlo], [xhi - x]], yerr=[[y - ylo], [yhi - y]], fmt="o", color="#1f77b4",
+                    ecolor="#9ecae1", capsize=2, ms=4)  # fmt: skip
+        ax.annotate(name, (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
     ax.axvline(1.0, color="gray", lw=0.8)
-    ax.set_xlabel(f"speedup over {REFERENCE} (median)")
-    ax.set_ylabel("1 - cosine of the output vs FP32 (log)")
+    ax.set_xlabel(f"speedup over {REFERENCE} (95% interval where measured in rounds)")
+    if by_task:
+        ax.axhline(0.0, color="gray", lw=0.8)
+        ax.set_ylabel("top-1 drop vs FP32 on the task,\npoints (95% paired interval)")
+    else:
+        ax.set_yscale("log")
+        ax.set_ylabel("1 - cosine of the output vs FP32 (log)")
     ax.set_title(_title(family, "Accuracy against speed", ms[0].spec.device), fontsize=9)
     return _save(fig, plt, path)
 
@@ -172,8 +212,9 @@ def _save(fig: Any, plt: Any, path: Path) -> Path:
 
 
 def write(out: Path, measurements: Iterable[Measurement], floors: dict[Key, float] | None = None,
-          source: str = "this run") -> list[Path]:  # fmt: skip
+          source: str = "this run", accuracies: Iterable[TaskAccuracy] = ()) -> list[Path]:  # fmt: skip
     """report.md, the figures and data.json under `out`; returns the files written."""
+    accuracies = list(accuracies)
     ms = list(measurements)
     floors = floors or {}
     out.mkdir(parents=True, exist_ok=True)
@@ -186,7 +227,7 @@ def write(out: Path, measurements: Iterable[Measurement], floors: dict[Key, floa
             speedup_figure(family, members, floors, out / f"speedup-{stem}.png"),
             latency_figure(family, members, out / f"latency-{stem}.png"),
             kernel_figure(family, members, out / f"kernels-{stem}.png"),
-            tradeoff_figure(family, members, out / f"tradeoff-{stem}.png"),
+            tradeoff_figure(family, members, out / f"tradeoff-{stem}.png", accuracies),
         ]
         made = [f for f in figures if f is not None]
         written += made
