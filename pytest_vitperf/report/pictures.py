@@ -26,6 +26,7 @@ from pytest_vitperf.engines.gemms import dense_peak, shape_of, tflops
 from pytest_vitperf.measure.env import slug
 from pytest_vitperf.measure.measurement import Measurement
 from pytest_vitperf.report.tables import gemm_summary, summary
+from pytest_vitperf.verdicts.accuracy import FAKE_QUANT_VIA
 from pytest_vitperf.verdicts.floors import speedup_interval
 
 if TYPE_CHECKING:
@@ -140,7 +141,7 @@ def tradeoff_points(ms: list[Measurement], accuracies: Iterable[TaskAccuracy] = 
     if ref is None:
         return [], False
     # the engine's own logits over fake quantization's: later entries win
-    task = {a.precision: a for a in sorted(accuracies, key=lambda a: a.via.startswith("Model Optimizer"), reverse=True)}
+    task = {a.precision: a for a in sorted(accuracies, key=lambda a: a.via == FAKE_QUANT_VIA, reverse=True)}
     points: list[Point] = []
     for m in ms:
         speed = speedup_interval(ref, m) if m is not ref else None

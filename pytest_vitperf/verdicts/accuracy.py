@@ -53,6 +53,7 @@ def accuracy_failure(precision: str, err: OutputError) -> str | None:
     )
 
 
+FAKE_QUANT_VIA = "Model Optimizer fake quant (cpu)"  # a TaskAccuracy's `via` when no engine made its logits
 ERROR_QUANTILE = 0.99  # the absolute logit error 99% of the test split's logits stay under
 
 
@@ -94,11 +95,9 @@ class TaskAccuracy:
         return mcnemar_exact(self.lost, self.gained)
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "drop": self.drop, "quantile": ERROR_QUANTILE, **self._derived()}
-
-    def _derived(self) -> dict[str, Any]:
-        drop, agreement = self.drop_interval(), self.agreement_interval()
-        return {"drop_interval": drop.to_dict(), "agreement_interval": agreement.to_dict(), "mcnemar_p": self.mcnemar_p}
+        return {**asdict(self), "drop": self.drop, "quantile": ERROR_QUANTILE, "mcnemar_p": self.mcnemar_p,
+                "drop_interval": self.drop_interval().to_dict(),
+                "agreement_interval": self.agreement_interval().to_dict()}  # fmt: skip
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TaskAccuracy:
