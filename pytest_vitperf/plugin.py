@@ -14,12 +14,13 @@ import pytest
 from pytest_vitperf.fixtures import (  # noqa: F401  (fixtures are registered by import)
     SESSION_KEY,
     accuracy_bound,
+    accuracy_of,
+    accuracy_task,
     add_to_pytest_benchmark,
     assert_speedup,
     bench,
     bench_family,
     bench_gemm,
-    digits_accuracy,
     engine,
     get_session,
     speedup_floor,
@@ -158,7 +159,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     if session.accuracies:
         from pytest_vitperf.report.tables import accuracy_summary
 
-        tr.write_sep("-", "vitperf accuracy (digits ViT test split, against its FP32 model)")
+        tr.write_sep("-", f"vitperf accuracy ({session.accuracies[0].task}, against its FP32 model)")
         for line in accuracy_summary(session.accuracies, session.measurements.values()):
             tr.write_line(line)
     from pytest_vitperf.outputs import files_written

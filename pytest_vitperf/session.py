@@ -137,13 +137,11 @@ class VitperfSession:
         if name == self.backend.name:
             return self._backend
         if name not in self._other_backends:
-            from pytest_vitperf.engines.backends import select_backend
+            from pytest_vitperf.engines.backends import get_backend, select_backend
             from pytest_vitperf.hookspec import hook_maker
 
-            if self.config is None:
-                self._other_backends[name] = select_backend(name, self.device)
-            else:
-                self._other_backends[name] = select_backend(name, self.device, hook_maker(self.config)[0])
+            make = get_backend if self.config is None else hook_maker(self.config)[0]
+            self._other_backends[name] = select_backend(name, self.device, make)
         return self._other_backends[name]
 
     def _backend_of(self, engine: Engine) -> Backend:
@@ -185,11 +183,11 @@ class VitperfSession:
         return unsupported_reason(precision, self.device) or chosen.precision_reason(precision)
 
     def model(self, model_name: str) -> torch.nn.Module:
-        """The FP32 model every engine of `model_name` is prepared from, built once: registered, the trained digits
-        ViT, or the zoo's or timm's with --vitperf-weights' weights (else random ones from the zoo's seed)."""
+        """The FP32 model of `model_name`'s engines, built once: registered, trained (digits), timm's or the zoo's."""
         if model_name not in self._models:
             start = time.perf_counter()
             from pytest_vitperf.engines.digits import trained_model
+            from pytest_vitperf.engines.folder import calibrate_on
             from pytest_vitperf.engines.models import DIGITS_MODEL, make_model
             factory = registered_models(self.config).get(model_name) if self.config is not None else None
             if model_name == DIGITS_MODEL and factory is None:
@@ -199,6 +197,8 @@ class VitperfSession:
             if self.config is not None:
                 hook = self.config.hook.pytest_vitperf_model_built
                 model = hook(config=self.config, name=model_name, model=model) or model
+            if self.settings.accuracy_data is not None and model_name == self.models[0]:  # the accuracy suite's model
+                calibrate_on(model, self.settings.accuracy_data, model_name)
             self._models[model_name] = model
             self._startup_s[model_name] = round(time.perf_counter() - start, 1)
         return self._models[model_name]

@@ -1,6 +1,7 @@
-"""What each precision costs on a task: a ViT trained here on scikit-learn's digits (digits.py), its test split run
-through each precision, judged against the FP32 model by the precision's bounds (the registry's `task`, a test's
-`vitperf_accuracy` marker, --vitperf-accuracy-bound).
+"""What each precision costs on a task: by default a ViT trained here on scikit-learn's digits (digits.py) and its
+test split; with --vitperf-accuracy-data DIR, the user's labelled images and the run's first model (its trained
+weights from --vitperf-weights). Each precision's logits are judged against the FP32 model's by the precision's
+bounds (the registry's `task`, a test's `vitperf_accuracy` marker, --vitperf-accuracy-bound).
 
 Two ways in, each its own test:
 - `engine`: the selected backend's engine (torch on the CPU: fp32, fp16, bf16; on a GPU also its real FP8/INT8
@@ -17,12 +18,12 @@ pytestmark = pytest.mark.gpu_bench
 
 
 @pytest.mark.parametrize("via", ["engine", "fake-quant"])
-def test_accuracy(vitperf_precision, via, digits_accuracy, accuracy_bound):
-    acc = digits_accuracy(vitperf_precision, via)
+def test_accuracy(vitperf_precision, via, accuracy_of, accuracy_bound):
+    acc = accuracy_of(vitperf_precision, via)
     failures = task_failures(acc, accuracy_bound(vitperf_precision))
     assert not failures, (
-        f"{vitperf_precision} via {acc.via} on {acc.images} digits: " + "; ".join(failures) + ". Check the recipe and "
-        "its calibration; loosen this run only with --vitperf-accuracy-bound (e.g. max_drop=2)"
+        f"{vitperf_precision} via {acc.via} on the {acc.task} ({acc.images} images): " + "; ".join(failures)
+        + ". Check the recipe and its calibration; loosen this run only with --vitperf-accuracy-bound (e.g. max_drop=2)"
     )
 
 

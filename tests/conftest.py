@@ -63,3 +63,14 @@ def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.
     monkeypatch.delenv("PYTEST_XDIST_WORKER_COUNT", raising=False)
     pytester.makepyfile(test_vit_latency=SUITE.read_text())
     return pytester
+
+
+@pytest.fixture(scope="session")
+def trained_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A cache folder holding the trained digits checkpoint, trained once for the whole test session (about a
+    minute on 2 cores)."""
+    from pytest_vitperf.engines import digits
+
+    cache = tmp_path_factory.mktemp("vitperf-cache")
+    digits.trained_model(cache)
+    return cache

@@ -24,15 +24,6 @@ def same_bits(a: torch.nn.Module, b: torch.nn.Module) -> bool:
     return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
 
 
-@pytest.fixture(scope="session")
-def trained_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A cache folder holding the fully trained checkpoint, trained once for the whole test session (about a
-    minute on 2 cores)."""
-    cache = tmp_path_factory.mktemp("vitperf-cache")
-    digits.trained_model(cache)
-    return cache
-
-
 def test_the_split_is_fixed_stratified_and_normalised() -> None:
     split = digits.load_split()
     assert split.x_train.shape == (1437, 1, 32, 32) and split.x_test.shape == (360, 1, 32, 32)
@@ -165,7 +156,8 @@ def test_the_run_option_and_the_marker_move_the_bounds(pytester: pytest.Pytester
     strict.assert_outcomes(failed=1, skipped=1)
     strict.stdout.fnmatch_lines(
         [
-            "*int8 via Model Optimizer fake quant (cpu) on 360 digits: logit cosine 0.9* (at least 1.01)*"
+            "*int8 via Model Optimizer fake quant (cpu) on the digits ViT test split (360 images): logit cosine 0.9* "
+            "(at least 1.01)*"
             "--vitperf-accuracy-bound*"
         ]
     )
@@ -204,8 +196,8 @@ def pytest_vitperf_model_built(config, name, model):
     result.assert_outcomes(failed=1, skipped=1)
     result.stdout.fnmatch_lines(
         [
-            "*fp32 (torch engine (cpu)) gave * non-finite logits of 3600 on the digits test split; first module with "
-            "NaN/Inf: blocks.0.attn.proj. Compare with FP32: pytest --gpu-bench suites/test_accuracy.py "
+            "*fp32 (torch engine (cpu)) gave * non-finite logits of 3600 on the digits ViT test split; first module "
+            "with NaN/Inf: blocks.0.attn.proj. Compare with FP32: pytest --gpu-bench suites/test_accuracy.py "
             "--vitperf-precisions fp32"
         ]
     )

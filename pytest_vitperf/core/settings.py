@@ -38,6 +38,7 @@ class Settings:
     noise_threshold: float = NOISY_COV
     max_noise: float | None = None
     accuracy_bound: dict[str, float] | None = None
+    accuracy_data: Path | None = None  # an ImageFolder of the user's labelled images; None: the digits task
     timeout_ms: float = 15000.0
     update_baselines: bool = False
     strict: bool = False

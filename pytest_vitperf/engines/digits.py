@@ -42,6 +42,8 @@ class Split:
     y_train: torch.Tensor  # [N] int64
     x_test: torch.Tensor
     y_test: torch.Tensor
+    mean: float = 0.0  # of the training split's pixels (0-1), what x was normalised with
+    std: float = 1.0
 
     def calibration(self, batch: int = 32) -> list[torch.Tensor]:
         return list(self.x_train[:CALIBRATION_IMAGES].split(batch))
@@ -65,7 +67,7 @@ def load_split() -> Split:
     train_t, test_t = torch.from_numpy(train), torch.from_numpy(test)
     mean, std = x[train_t].mean(), x[train_t].std()
     x = (x - mean) / std
-    return Split(x[train_t], y[train_t], x[test_t], y[test_t])
+    return Split(x[train_t], y[train_t], x[test_t], y[test_t], float(mean), float(std))
 
 
 def train(split: Split, epochs: int = EPOCHS, seed: int = TRAIN_SEED) -> torch.nn.Module:
@@ -114,6 +116,9 @@ def trained_model(cache_dir: Path | None, epochs: int = EPOCHS, seed: int = TRAI
     split = load_split()
     model = _cached_or_trained(split, cache_dir, epochs, seed)
     setattr(model, CALIBRATION_ATTR, split.calibration())  # every recipe calibrates it on training images
+    # timm's data config for it: a folder of digit images (--vitperf-accuracy-data) is prepared as the split is
+    model.pretrained_cfg = {"input_size": (1, 32, 32), "mean": (split.mean,), "std": (split.std,), "crop_pct": 1.0,
+                            "interpolation": "bilinear"}  # type: ignore[assignment]  # fmt: skip
     return model
 
 

@@ -53,6 +53,7 @@ THRESHOLD = "--vitperf-regression-threshold"
 NOISE = "--vitperf-noise-threshold"
 MAX_NOISE = "--vitperf-max-noise"
 ACCURACY_BOUND = "--vitperf-accuracy-bound"
+ACCURACY_DATA = "--vitperf-accuracy-data"
 TIMEOUT_MS = "--vitperf-timeout-ms"
 UPDATE_BASELINES = "--vitperf-update-baselines"
 STRICT = "--vitperf-strict"
@@ -234,6 +235,14 @@ OPTIONS: tuple[_Option, ...] = (
         "the accuracy suite's bounds for every precision of this run, over the registry's and the tests' markers: "
         "max_drop (points of top-1), min_agreement (share of images with FP32's top-1), min_cosine (of the logits); "
         "e.g. max_drop=2,min_cosine=0.95.",
+    ),
+    _Option(
+        ACCURACY_DATA,
+        parse_path,
+        "DIR",
+        "the accuracy suite's own data: a folder with one sub-folder of labelled images per class (torchvision's "
+        "ImageFolder layout, sorted in the head's class order), judged on the run's first model, which needs trained "
+        "weights (--vitperf-weights). 128 of the images calibrate its quantized engines. Default: the digits ViT.",
     ),
     _Option(
         NOISE,

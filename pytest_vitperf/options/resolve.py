@@ -34,7 +34,7 @@ from pytest_vitperf.options.parsers import parse_bool
 _DEFAULTS = Settings()
 
 
-PATH_SETTINGS = ("cache_dir", "floors", "baseline_dir", "history", "export", "report", "weights")
+PATH_SETTINGS = ("cache_dir", "floors", "baseline_dir", "history", "export", "report", "weights", "accuracy_data")
 
 
 def _anchored(value: Any, base: Path) -> Any:

@@ -54,6 +54,7 @@ def accuracy_failure(precision: str, err: OutputError) -> str | None:
 
 
 FAKE_QUANT_VIA = "Model Optimizer fake quant (cpu)"  # a TaskAccuracy's `via` when no engine made its logits
+DIGITS_TASK = "digits ViT test split"  # the default task; a user's folder names its model and folder
 ERROR_QUANTILE = 0.99  # the absolute logit error 99% of the test split's logits stay under
 
 
@@ -71,6 +72,7 @@ class TaskAccuracy:
     error_quantile: float  # |logit - FP32 logit| at ERROR_QUANTILE
     lost: int = 0  # images FP32 classifies right and this precision wrong
     gained: int = 0  # images FP32 classifies wrong and this precision right
+    task: str = DIGITS_TASK
 
     @property
     def drop(self) -> float:
@@ -107,9 +109,14 @@ class TaskAccuracy:
 
 
 def task_accuracy(
-    precision: str, via: str, logits: torch.Tensor, reference: torch.Tensor, labels: torch.Tensor
+    precision: str,
+    via: str,
+    logits: torch.Tensor,
+    reference: torch.Tensor,
+    labels: torch.Tensor,
+    task: str = DIGITS_TASK,
 ) -> TaskAccuracy:
-    """`logits` and the FP32 model's `reference` logits ([images, classes]) against `labels` ([images])."""
+    """`logits` and the FP32 model's `reference` logits ([images, classes]) against `labels` ([images]) of `task`."""
     import numpy as np
 
     got, ref = logits.detach().double().cpu().numpy(), reference.detach().double().cpu().numpy()
@@ -126,6 +133,7 @@ def task_accuracy(
         error_quantile=float(np.quantile(np.abs(got - ref), ERROR_QUANTILE)),
         lost=int(np.sum((ref_top == y) & (top != y))),
         gained=int(np.sum((ref_top != y) & (top == y))),
+        task=task,
     )
 
 

@@ -1,0 +1,132 @@
+"""The accuracy suite on a user's folder of labelled images (--vitperf-accuracy-data): the digits' test split written
+as PNG files in one sub-folder per class, prepared by timm's data config, judged end to end on the CPU; and one
+clear line for each folder or model that cannot serve."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from pytest_vitperf.engines import digits, folder
+from tests.test_digits import accuracy_suite
+
+
+def digits_folder(root: Path, per_class: int | None = None, classes: int = 10) -> Path:
+    """The digits' test split as 8-bit 32x32 PNGs, `root/<class>/<n>.png`."""
+    split = digits.load_split()
+    pixels = (split.x_test[:, 0] * split.std + split.mean).clamp(0, 1).mul(255).round().to(torch.uint8).numpy()
+    counts: dict[int, int] = {}
+    for image, label in zip(pixels, split.y_test.tolist(), strict=True):
+        if label >= classes or counts.get(label, 0) == per_class:
+            continue
+        counts[label] = counts.get(label, 0) + 1
+        (root / str(label)).mkdir(parents=True, exist_ok=True)
+        Image.fromarray(image, mode="L").save(root / str(label) / f"{counts[label]}.png")
+    return root
+
+
+FOLDER_RUN = ("--vitperf-models=vit_digits", "--vitperf-batch-sizes=8")
+
+
+def test_a_folder_of_digits_is_judged_like_the_split_it_came_from(
+    pytester: pytest.Pytester, trained_cache: Path, tmp_path: Path
+) -> None:
+    data = digits_folder(tmp_path / "digits")
+    result = accuracy_suite(
+        pytester, trained_cache, *FOLDER_RUN, f"--vitperf-accuracy-data={data}", "--vitperf-precisions=fp32,int8"
+    )
+    # fp32's engine, int8 by fake quant (its engine needs a GPU); fp32 has no recipe to fake
+    result.assert_outcomes(passed=2, skipped=2)
+    # 360 images, 90 of them (a quarter of a small folder) set apart to calibrate int8; the engines run batches of 8
+    result.stdout.fnmatch_lines(
+        [
+            "*vitperf accuracy (digits folder, vit_digits_patch4_32, against its FP32 model)*",
+            "fp32 * torch engine (cpu) * 270 * 9?.??% * +0.00 *",
+            "int8 * Model Optimizer fake quant (cpu) * 270 *",
+        ]
+    )
+
+
+@pytest.mark.parametrize(
+    ("damage", "line"),
+    [
+        ("missing", "*accuracy data */nowhere is not a folder; give a folder with one sub-folder of images per class:"
+                    " --vitperf-accuracy-data DIR*"),
+        ("classes", "*accuracy data */digits has 3 class folders, and vit_digits_patch4_32's head has 10 classes; give"
+                    " one sub-folder per class of the model, named to sort in the head's order*"),
+        ("unreadable", "*/digits/1/broken.png is not an image that can be read (*); remove or replace it, then run "
+                       "again: pytest --gpu-bench suites/test_accuracy.py*"),
+        ("empty", "*accuracy data */digits: Couldn't find any class folder in *; give a folder with one sub-folder*"),
+    ],
+)  # fmt: skip
+def test_a_folder_that_cannot_serve_fails_the_accuracy_tests_in_one_line(
+    pytester: pytest.Pytester, trained_cache: Path, tmp_path: Path, damage: str, line: str
+) -> None:
+    data = tmp_path / "digits"
+    if damage == "classes":
+        digits_folder(data, per_class=5, classes=3)
+    elif damage == "unreadable":
+        digits_folder(data, per_class=5)
+        (data / "1" / "broken.png").write_bytes(b"not a png")
+    elif damage == "empty":
+        data.mkdir()
+    arg = tmp_path / "nowhere" if damage == "missing" else data
+    result = accuracy_suite(
+        pytester, trained_cache, *FOLDER_RUN, f"--vitperf-accuracy-data={arg}", "--vitperf-precisions=fp32"
+    )
+    result.assert_outcomes(errors=2)  # both of fp32's tests, from the one task
+    result.stdout.fnmatch_lines([line])
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_a_model_with_random_weights_is_refused_on_a_folder(
+    pytester: pytest.Pytester, trained_cache: Path, tmp_path: Path
+) -> None:
+    data = digits_folder(tmp_path / "digits", per_class=5)
+    result = accuracy_suite(
+        pytester, trained_cache, "--vitperf-models=vit_tiny", f"--vitperf-accuracy-data={data}",
+        "--vitperf-precisions=fp32",
+    )  # fmt: skip
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*the accuracy suite judges vit_tiny_patch16_224 on */digits, and vit_tiny_patch16_224 has random weights;"
+            " give it trained ones: --vitperf-weights vit_tiny_patch16_224=FILE (or vit_tiny_patch16_224=pretrained)*"
+        ]
+    )
+
+
+def test_the_ini_names_the_folder_relative_to_itself(
+    pytester: pytest.Pytester, trained_cache: Path
+) -> None:
+    digits_folder(pytester.path / "data" / "digits", per_class=4)
+    pytester.makeini("[pytest]\nvitperf_accuracy_data = data/digits\n")
+    result = accuracy_suite(pytester, trained_cache, *FOLDER_RUN, "--vitperf-precisions=fp32", "-k", "engine")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*vitperf accuracy (digits folder, vit_digits_patch4_32, *", "fp32 * 30 *"])
+
+
+def test_batches_of_a_static_shape_pad_the_last_and_drop_what_was_padded() -> None:
+    calls: list[int] = []
+
+    def run(x: torch.Tensor) -> torch.Tensor:
+        calls.append(len(x))
+        assert len(x) == 4
+        return x.sum(dim=(1, 2, 3))[:, None]
+
+    x = torch.arange(10 * 3, dtype=torch.float32).reshape(10, 1, 3, 1)
+    out = folder.in_batches(run, x, 4)
+    assert calls == [4, 4, 4] and torch.equal(out, x.sum(dim=(1, 2, 3))[:, None])
+
+
+@pytest.mark.parametrize("n", [1, 7, 100, 512, 2000])
+def test_the_calibration_sample_is_set_apart_from_the_judged_images(n: int) -> None:
+    held, judged = folder._split(n)
+    assert not set(held) & set(judged) and sorted(held + judged) == list(range(n))
+    assert len(held) == min(folder.CALIBRATION_IMAGES, n // 4)
+    assert held == folder._split(n)[0]  # seeded: every process sets the same images apart
+    assert np.all(np.diff(judged) > 0)
