@@ -4,6 +4,7 @@ clear line for each folder or model that cannot serve."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -130,3 +131,37 @@ def test_the_calibration_sample_is_set_apart_from_the_judged_images(n: int) -> N
     assert len(held) == min(folder.CALIBRATION_IMAGES, n // 4)
     assert held == folder._split(n)[0]  # seeded: every process sets the same images apart
     assert np.all(np.diff(judged) > 0)
+
+
+def test_accuracy_floors_of_the_floors_file_pass_fail_or_stay_inconclusive(
+    pytester: pytest.Pytester, trained_cache: Path, tmp_path: Path
+) -> None:
+    data = digits_folder(tmp_path / "digits")
+    floors = tmp_path / "floors.json"
+    floors.write_text(json.dumps({"schema": 1, "floors": [], "accuracy": [
+        {"precision": "fp32", "min_agreement": 0.95, "source": "FP32 against itself"},
+        {"precision": "int8", "via": "fake-quant", "max_drop": 0.1, "source": "a bar 270 images cannot decide"},
+        {"precision": "nvfp4", "via": "fake-quant", "min_agreement": 0.999, "source": "too strict for 4 bits"},
+    ]}))  # fmt: skip
+    result = accuracy_suite(
+        pytester, trained_cache, *FOLDER_RUN, f"--vitperf-accuracy-data={data}", f"--vitperf-floors={floors}",
+        "--vitperf-precisions=fp32,int8,nvfp4",
+    )  # fmt: skip
+    # fp32's engine passes; int8's fake quant is inconclusive (it warns: --vitperf-inconclusive's default); nvfp4's
+    # fails; their engines need a GPU, and fp32 has no recipe to fake
+    result.assert_outcomes(passed=2, failed=1, skipped=3)
+    result.stdout.fnmatch_lines(
+        [
+            # four floors the run can meet (fp32's holds for both ways in) share 95%: each is judged at 98.75%
+            "*nvfp4 via fake-quant on the digits folder, vit_digits_patch4_32 (270 images): accuracy floor FAIL at "
+            "98.75% confidence: agreement 98.52% [[]*[]], at least 99.90% (too strict for 4 bits); check the recipe "
+            "and its calibration, or the floor, then run again: pytest --gpu-bench *",
+            "*InconclusiveFloor: int8 via fake-quant on the digits folder*: accuracy floor inconclusive at 98.75% "
+            "confidence: drop -0.37 [[]*[]] points, at most 0.1 *more images would decide it*",
+            "*vitperf accuracy (digits folder, *",
+            "precision * via * floor * ms * vs fp16",
+            "fp32 * torch engine (cpu) * pass *",
+            "int8 * Model Optimizer fake quant (cpu) * inconclusive *",
+            "nvfp4 * Model Optimizer fake quant (cpu) * FAIL *",
+        ]
+    )

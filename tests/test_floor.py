@@ -5,7 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_vitperf.verdicts.floors import FloorsFile, FloorsFileError
+from pytest_vitperf.verdicts.accuracy import OutputError, TaskAccuracy
+from pytest_vitperf.verdicts.floors import AccuracyFloor, FloorsFile, FloorsFileError
+from pytest_vitperf.verdicts.stats import FAIL, INCONCLUSIVE, PASS
 
 REPO = Path(__file__).resolve().parents[1]
 KEY = {
@@ -135,3 +137,72 @@ def test_trtexec_is_held_to_tensorrt_s_floors(tmp_path: Path) -> None:
     found = s.floor_for(tmp_path, "vit_base_patch16_224", "fp8", 64)
     assert found is not None and found.min_speedup == 1.2
     assert s.floor_for(tmp_path, "vit_base_patch16_224", "int8", 64) is None
+
+
+def _acc(images: int, fp32_right: int, lost: int, gained: int, agree: int) -> TaskAccuracy:
+    return TaskAccuracy("fp8", "torch engine (cuda)", images, (fp32_right - lost + gained) / images,
+                        fp32_right / images, agree / images, OutputError(1.0, 0.0, 0.0), 0.0, lost, gained)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("floor", "acc", "outcome"),
+    [
+        # no image changed of 360 (FP32 at 98.33%): the drop's interval is +-1.02 points, the agreement's [98.94, 100]
+        (AccuracyFloor("fp8", max_drop=2.0), _acc(360, 354, 0, 0, 360), PASS),
+        (AccuracyFloor("fp8", max_drop=0.5), _acc(360, 354, 0, 0, 360), INCONCLUSIVE),
+        (AccuracyFloor("fp8", min_agreement=0.98), _acc(360, 354, 0, 0, 360), PASS),
+        # 20 images lost: a drop of 5.56 points, whose interval lies wholly above 2
+        (AccuracyFloor("fp8", max_drop=2.0), _acc(360, 354, 20, 0, 340), FAIL),
+        # 300 of 360 agree: 83.3% [79.1, 86.8], wholly below 95%
+        (AccuracyFloor("fp8", min_agreement=0.95), _acc(360, 354, 0, 0, 300), FAIL),
+        # both stated: one FAIL fails it; else one inconclusive keeps it inconclusive
+        (AccuracyFloor("fp8", max_drop=2.0, min_agreement=0.95), _acc(360, 354, 0, 0, 300), FAIL),
+        (AccuracyFloor("fp8", max_drop=0.5, min_agreement=0.98), _acc(360, 354, 0, 0, 360), INCONCLUSIVE),
+    ],
+)
+def test_accuracy_floors_are_judged_on_the_paired_intervals(
+    floor: AccuracyFloor, acc: TaskAccuracy, outcome: str
+) -> None:
+    found, text = floor.judge(acc, 0.95)
+    assert found == outcome
+    if floor.max_drop is not None:
+        assert f"drop {acc.drop_interval(0.95).text(signed=True)} points, at most {floor.max_drop:g}" in text
+    if floor.min_agreement is not None:
+        assert f"agreement {acc.agreement_interval(0.95).text()}, at least {floor.min_agreement:.2%}" in text
+
+
+def test_accuracy_floors_are_read_and_the_most_specific_wins(tmp_path: Path) -> None:
+    p = write(tmp_path, {"schema": 1, "floors": [], "accuracy": [
+        {"precision": "fp8", "max_drop": 2},
+        {"precision": "fp8", "model": "vit_base*", "via": "engine", "min_agreement": 0.97, "source": "H100 run"},
+    ]})  # fmt: skip
+    floors = FloorsFile.load(p)
+    assert floors.find_accuracy(model="vit_base_patch16_224", precision="fp8", via="engine") == AccuracyFloor(
+        "fp8", model="vit_base*", via="engine", min_agreement=0.97, source="H100 run"
+    )
+    assert floors.find_accuracy(model="vit_base_patch16_224", precision="fp8", via="fake-quant") == AccuracyFloor(
+        "fp8", max_drop=2
+    )
+    assert floors.find_accuracy(model="deit_small_patch16_224", precision="int8", via="engine") is None
+    assert FloorsFile.load(REPO / "suites" / "floors.json").accuracy == ()  # optional: schema 1 files stay valid
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ({"precision": "fp8"}, "accuracy[0] states neither max_drop (points) nor min_agreement (a share)"),
+        ({"precision": "fp6", "max_drop": 1}, "accuracy[0].precision 'fp6' is not one of"),
+        ({"precision": "fp8", "max_drop": 1, "gpu": "*"}, "accuracy[0] has unknown field(s) gpu"),
+        ({"precision": "fp8", "max_drop": 1, "via": "trt"}, "accuracy[0]: via must be one of engine, fake-quant, *"),
+        ({"precision": "fp8", "min_agreement": 97}, "accuracy[0].min_agreement must be a number in [0, 1], got 97"),
+        ({"precision": "fp8", "max_drop": "1"}, "accuracy[0].max_drop must be a number in [0, 100], got '1'"),
+        ("fp8", "accuracy[0] is a str, expected an object"),
+    ],
+)
+def test_malformed_accuracy_floors_name_the_entry_and_the_problem(tmp_path: Path, entry: object, message: str) -> None:
+    p = write(tmp_path, {"schema": 1, "floors": [], "accuracy": [entry]})
+    with pytest.raises(FloorsFileError) as info:
+        FloorsFile.load(p)
+    assert str(p) in str(info.value) and message in str(info.value)
+    with pytest.raises(FloorsFileError, match="'accuracy' must be a list"):
+        FloorsFile.load(write(tmp_path, {"schema": 1, "floors": [], "accuracy": {}}))

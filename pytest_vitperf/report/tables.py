@@ -307,7 +307,7 @@ def plan_summary(plans: Iterable[PlanRecord]) -> list[str]:
 
 
 def accuracy_summary(accuracies: Iterable[TaskAccuracy], measurements: Iterable[Measurement]) -> list[str]:
-    """Seed 003's trade-off: per precision, what it costs on the digits task and, where the same run timed it,
+    """Seed 003's trade-off: per precision, what it costs on the accuracy task and, where the same run timed it,
     what it buys (the largest batch timed of the run's first model, against FP16 at that batch)."""
     # ViT measurements only: a GEMM's spec records its shape (gemms.describe) and would sort first as a "model"
     timed = {(m.spec.model, m.spec.precision, m.spec.batch): m for m in measurements if "gemm" not in m.spec.options}
@@ -327,9 +327,9 @@ def accuracy_summary(accuracies: Iterable[TaskAccuracy], measurements: Iterable[
         ms, ratio = speed(a.precision)
         rows.append((a.precision, a.via, str(a.images), f"{a.top1:.2%}", a.drop_interval().text(signed=True),
                      f"{a.mcnemar_p:.3g}", a.agreement_interval().text(), f"{a.error.cosine:.5f}",
-                     f"{a.error_quantile:.4f}", ms, ratio))  # fmt: skip
+                     f"{a.error_quantile:.4f}", a.floor or "-", ms, ratio))  # fmt: skip
     header = ("precision", "via", "images", "top-1", "drop pts [95%]", "McNemar p", "agreement [95%]", "cosine",
-              "|err| p99", "ms", "vs fp16")  # fmt: skip
+              "|err| p99", "floor", "ms", "vs fp16")  # fmt: skip
     return table(header, rows)
 
 

@@ -73,6 +73,7 @@ class TaskAccuracy:
     lost: int = 0  # images FP32 classifies right and this precision wrong
     gained: int = 0  # images FP32 classifies wrong and this precision right
     task: str = DIGITS_TASK
+    floor: str = ""  # the accuracy floor's verdict (verdicts/floors.py): pass, FAIL, inconclusive; "" without one
 
     @property
     def drop(self) -> float:

@@ -25,15 +25,26 @@ the same run, so a faster FP16 on a new backend version lowers every speedup: ke
 
 A verdict judges the speedup's interval, not its point: pass when the interval clears the floor, FAIL when it lies
 below, inconclusive when it straddles the floor after every round the budget allowed (verdicts/stats.py).
+
+The same file may hold accuracy floors, what a precision may cost on the accuracy suite's task, judged by the same
+rule on the paired intervals (verdicts/accuracy.py)::
+
+      "accuracy": [
+        {"precision": "fp8", "model": "vit_base_patch16_224*", "via": "engine", "max_drop": 1.0,
+         "min_agreement": 0.97, "source": "..."}
+      ]
+
+`precision` and one of `max_drop` (points of top-1 below FP32) or `min_agreement` (share of images with FP32's
+class) are required; `model` is a glob (default any), `via` is "engine", "fake-quant" or "*" (default).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_vitperf.core.files import FileError, read_json
 from pytest_vitperf.core.precision import PRECISIONS, REFERENCE
@@ -44,6 +55,7 @@ from pytest_vitperf.verdicts.stats import (
     INCONCLUSIVE,
     PASS,
     UNKNOWN,
+    Bounds,
     BuildSpread,
     Interval,
     against_floor,
@@ -51,12 +63,17 @@ from pytest_vitperf.verdicts.stats import (
     nested_interval,
 )
 
+if TYPE_CHECKING:
+    from pytest_vitperf.verdicts.accuracy import TaskAccuracy
+
 SCHEMA = 1
 FLOORS_FILE = "floors.json"
 TIME, CYCLES = "time", "cycles"
 NO_FLOOR = "no floor"
 _REQUIRED = ("gpu", "backend", "precision", "min_speedup")
 _FIELDS = (*_REQUIRED, "version", "model", "batch", "source", "judged_in", "provenance")
+_ACCURACY_FIELDS = ("precision", "model", "via", "max_drop", "min_agreement", "source", "provenance")
+VIAS = ("engine", "fake-quant", "*")
 
 
 class FloorsFileError(FileError):
@@ -90,6 +107,40 @@ class Floor:
     def specificity(self) -> int:
         fields = (self.gpu, self.version, self.model, str(self.batch))
         return sum(not any(c in f for c in "*?[") for f in fields)
+
+
+@dataclass(frozen=True)
+class AccuracyFloor:
+    """What a precision may cost on the accuracy task: at most `max_drop` points of top-1 below FP32, at least
+    `min_agreement` of the images given FP32's class."""
+
+    precision: str
+    model: str = "*"
+    via: str = "*"
+    max_drop: float | None = None
+    min_agreement: float | None = None
+    source: str = ""
+    provenance: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def judge(self, acc: TaskAccuracy, confidence: float = CONFIDENCE) -> tuple[str, str]:
+        """PASS when every interval clears its floor, FAIL when one lies wholly beyond it, else INCONCLUSIVE (more
+        images would tell); and what was found, the deciding criteria first."""
+        found = []
+        if self.max_drop is not None:  # judged as what is kept: minus the drop, in points, against minus the floor
+            d = acc.drop_interval(confidence)
+            kept = replace(d, low=-d.high * 100, high=-d.low * 100)
+            found.append((_side(kept, -self.max_drop), f"drop {d.text(signed=True)} points, at most {self.max_drop:g}"))
+        if self.min_agreement is not None:
+            a = acc.agreement_interval(confidence)
+            found.append((_side(a, self.min_agreement), f"agreement {a.text()}, at least {self.min_agreement:.2%}"))
+        outcomes = {o for o, _ in found}
+        outcome = FAIL if FAIL in outcomes else INCONCLUSIVE if INCONCLUSIVE in outcomes else PASS
+        return outcome, "; ".join(t for _, t in sorted(found, key=lambda f: f[0] != outcome))
+
+
+def _side(interval: Bounds, floor: float) -> str:
+    found = against_floor(interval, floor)
+    return INCONCLUSIVE if found == UNKNOWN else found
 
 
 def _logs(m: Measurement, unit: str) -> list[list[float]]:
@@ -223,10 +274,34 @@ def _parse_entry(path: Path, i: int, raw: Any) -> Floor:
     return Floor(**{**raw, "min_speedup": float(speed), "batch": batch})
 
 
+def _parse_accuracy(path: Path, i: int, raw: Any) -> AccuracyFloor:
+    where = f"accuracy[{i}]"
+    if not isinstance(raw, dict):
+        raise FloorsFileError(path, f"{where} is a {type(raw).__name__}, expected an object")
+    unknown = sorted(set(raw) - set(_ACCURACY_FIELDS))
+    if unknown:
+        raise FloorsFileError(path, f"{where} has unknown field(s) {', '.join(unknown)}; valid: "
+                              f"{', '.join(_ACCURACY_FIELDS)}")  # fmt: skip
+    if raw.get("precision") not in PRECISIONS:
+        valid = ", ".join(PRECISIONS)
+        raise FloorsFileError(path, f"{where}.precision {raw.get('precision')!r} is not one of: {valid}")
+    if raw.get("via", "*") not in VIAS or not isinstance(raw.get("model", "*"), str):
+        raise FloorsFileError(path, f"{where}: via must be one of {', '.join(VIAS)} and model a string (a glob)")
+    drop, agreement = raw.get("max_drop"), raw.get("min_agreement")
+    if drop is None and agreement is None:
+        raise FloorsFileError(path, f"{where} states neither max_drop (points) nor min_agreement (a share)")
+    for key, value, top in (("max_drop", drop, 100), ("min_agreement", agreement, 1)):
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if value is not None and not (number and 0 <= value <= top):
+            raise FloorsFileError(path, f"{where}.{key} must be a number in [0, {top}], got {value!r}")
+    return AccuracyFloor(**raw)
+
+
 @dataclass(frozen=True)
 class FloorsFile:
     path: Path
     floors: tuple[Floor, ...]
+    accuracy: tuple[AccuracyFloor, ...] = ()
 
     @classmethod
     def load(cls, path: Path) -> FloorsFile:
@@ -245,7 +320,10 @@ class FloorsFile:
             if key in seen:
                 raise FloorsFileError(path, f"floors[{i}] repeats floors[{seen[key]}] for the same key")
             seen[key] = i
-        return cls(path, floors)
+        accuracy = data.get("accuracy", [])
+        if not isinstance(accuracy, list):
+            raise FloorsFileError(path, "'accuracy' must be a list")
+        return cls(path, floors, tuple(_parse_accuracy(path, i, e) for i, e in enumerate(accuracy)))
 
     def find(self, *, gpu: str, backend: str, version: str, model: str, batch: int, precision: str) -> Floor | None:
         hits = [
@@ -254,6 +332,14 @@ class FloorsFile:
             if f.matches(gpu=gpu, backend=backend, version=version, model=model, batch=batch, precision=precision)
         ]
         return max(hits, key=lambda f: f.specificity) if hits else None
+
+
+    def find_accuracy(self, *, model: str, precision: str, via: str) -> AccuracyFloor | None:
+        """The accuracy floor for `precision` on `model` measured `via` an engine or fake quantization: the most
+        specific (fewest wildcards) that matches."""
+        hits = [f for f in self.accuracy if f.precision == precision and fnmatchcase(model, f.model)
+                and f.via in ("*", via)]  # fmt: skip
+        return max(hits, key=lambda f: (f.model != "*") + (f.via != "*")) if hits else None
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import math
 import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 CONFIDENCE = 0.95
 ROUNDING = 1e-12  # a log difference this small is floating-point rounding of equal latencies, not a change
@@ -100,7 +100,14 @@ def ratio_interval(
     return log_ratio_interval(logs, confidence)
 
 
-def against_floor(interval: Interval, floor: float) -> str:
+class Bounds(Protocol):  # anything with an interval: a ratio's (Interval), a share's (proportions.Share)
+    @property
+    def low(self) -> float: ...
+    @property
+    def high(self) -> float: ...
+
+
+def against_floor(interval: Bounds, floor: float) -> str:
     """PASS when the whole interval clears the floor, FAIL when the whole interval is below it, else UNKNOWN: the
     data cannot tell yet, and more rounds may."""
     if interval.low >= floor:
