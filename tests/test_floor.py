@@ -197,6 +197,7 @@ def test_accuracy_floors_are_read_and_the_most_specific_wins(tmp_path: Path) -> 
         ({"precision": "fp8", "min_agreement": 97}, "accuracy[0].min_agreement must be a number in [0, 1], got 97"),
         ({"precision": "fp8", "max_drop": "1"}, "accuracy[0].max_drop must be a number in [0, 100], got '1'"),
         ("fp8", "accuracy[0] is a str, expected an object"),
+        ({"precision": "fp8", "max_drop": 1, "source": 3}, "accuracy[0]: source must be a string and provenance an"),
     ],
 )
 def test_malformed_accuracy_floors_name_the_entry_and_the_problem(tmp_path: Path, entry: object, message: str) -> None:

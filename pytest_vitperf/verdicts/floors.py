@@ -287,6 +287,8 @@ def _parse_accuracy(path: Path, i: int, raw: Any) -> AccuracyFloor:
         raise FloorsFileError(path, f"{where}.precision {raw.get('precision')!r} is not one of: {valid}")
     if raw.get("via", "*") not in VIAS or not isinstance(raw.get("model", "*"), str):
         raise FloorsFileError(path, f"{where}: via must be one of {', '.join(VIAS)} and model a string (a glob)")
+    if not isinstance(raw.get("source", ""), str) or not isinstance(raw.get("provenance", {}), dict):
+        raise FloorsFileError(path, f"{where}: source must be a string and provenance an object")
     drop, agreement = raw.get("max_drop"), raw.get("min_agreement")
     if drop is None and agreement is None:
         raise FloorsFileError(path, f"{where} states neither max_drop (points) nor min_agreement (a share)")
