@@ -124,6 +124,11 @@ def build_model(name: str, *, weights: str | Path | None = None, seed: int = SEE
     return model.eval()
 
 
+def random_weights(name: str, weights: Iterable[tuple[str, str | Path]], registered: Iterable[str]) -> bool:
+    """Whether `name` is built with seeded random weights: not registered, not the trained digits ViT, no weights."""
+    return name not in set(registered) and name != DIGITS_MODEL and name not in dict(weights)
+
+
 def weights_note(models: Iterable[str], weights: Iterable[tuple[str, str | Path]], registered: Iterable[str]) -> str:
     """Where each model's weights come from, for the header: random ones make no claim about accuracy."""
     given, own = dict(weights), set(registered)

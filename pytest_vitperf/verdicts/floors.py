@@ -139,6 +139,7 @@ class AccuracyFloor:
 
 
 def _side(interval: Bounds, floor: float) -> str:
+    """stats.against_floor, where UNKNOWN once the data is spent is INCONCLUSIVE."""
     found = against_floor(interval, floor)
     return INCONCLUSIVE if found == UNKNOWN else found
 
@@ -208,8 +209,7 @@ class Verdict:
         if interval is None:
             point = self.speedup if self.judged_in == TIME else self._cycle_point()
             return PASS if point >= self.floor else FAIL
-        found = against_floor(interval, self.floor)
-        return INCONCLUSIVE if found == UNKNOWN else found
+        return _side(interval, self.floor)
 
     def _cycle_point(self) -> float:
         r, c = self.reference.sm_mhz, self.candidate.sm_mhz
