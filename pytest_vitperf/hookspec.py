@@ -23,8 +23,9 @@ def pytest_vitperf_model_built(config: pytest.Config, name: str, model: Any) -> 
 @pytest.hookspec
 def pytest_vitperf_models(config: pytest.Config) -> dict[str, ModelFactory]:
     """Models that timm cannot create, by name: each a factory that returns a `torch.nn.Module` (FP32, random or
-    trained weights) and the (channels, height, width) of one input. `--vitperf-models NAME` then benchmarks it like
-    any other: its engines, exports, baselines and verdicts are keyed by NAME (letters, digits, '_' and '.')."""
+    trained weights; `--vitperf-weights NAME=FILE` loads a file into it) and the (channels, height, width) of one
+    input. `--vitperf-models NAME` then benchmarks it like any other: its engines, exports, baselines and verdicts
+    are keyed by NAME (letters, digits, '_' and '.')."""
     return {}
 
 

@@ -92,6 +92,35 @@ def test_weights_from_a_file_and_one_line_for_weights_that_do_not_fit(suite: pyt
     assert line.endswith("--vitperf-weights NAME=" + str(suite.path / "ten.safetensors"))
 
 
+def test_a_registered_model_takes_weights_from_a_file(suite: pytest.Pytester) -> None:
+    import runpy
+
+    import torch
+    from safetensors.torch import save_file
+
+    suite.makeconftest(REGISTERED.read_text())
+    module = runpy.run_path(str(REGISTERED))["Patchify"]()
+    with torch.no_grad():
+        for p in module.parameters():
+            p.fill_(0.5)  # weights no seed draws: the run reads them or the checksum below differs
+    save_file(module.state_dict(), str(suite.path / "own.safetensors"))
+    suite.makepyfile(test_weights="""
+def test_loaded(vitperf_session):
+    import torch
+    model = vitperf_session.model("patchify_s8")
+    assert all(torch.all(p == 0.5) for p in model.parameters())
+""")
+    run = (*FAST, "test_weights.py", "--vitperf-models=patchify_s8")
+    ok = suite.runpytest(*run, "--vitperf-weights=patchify_s8=own.safetensors")
+    ok.assert_outcomes(passed=1)
+    weights = suite.path / "own.safetensors"
+    assert f"patchify_s8 (registered by a conftest.py, weights {weights})" in "\n".join(ok.outlines[:8])
+    pretrained = suite.runpytest(*run, "--vitperf-weights=patchify_s8=pretrained")
+    assert pretrained.ret == pytest.ExitCode.USAGE_ERROR
+    (line,) = [x for x in pretrained.stderr.lines if "timm has no pretrained weights" in x]
+    assert line.endswith("--vitperf-weights patchify_s8=FILE")
+
+
 def test_pretrained_weights_come_from_the_local_cache_only(
     suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -134,3 +163,42 @@ def test_an_engine_that_cannot_fit_skips_with_the_numbers(suite: pytest.Pytester
     (line,) = [x for x in result.outlines if "SKIPPED" in x]
     assert "giant_input fp32 b1 needs about" in line and "GiB free on" in line
     assert line.endswith("lower the batch: --vitperf-batch-sizes 1,8")
+
+
+PARTLY_LINEAR = """
+import torch
+
+class PartlyLinear(torch.nn.Module):
+    # patches, an MLP of nn.Linear, and a GEMM on a bare parameter that no recipe sees as a layer
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Conv2d(3, 64, kernel_size=8, stride=8)
+        self.mlp = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(), torch.nn.Linear(128, 64))
+        self.mix = torch.nn.Parameter(torch.randn(64, 256) / 8)
+        self.head = torch.nn.Linear(256, 10)
+
+    def forward(self, x):
+        t = self.embed(x).flatten(2).transpose(1, 2)
+        return self.head((self.mlp(t) @ self.mix).mean(1))
+
+def pytest_vitperf_models(config):
+    return {"partly_linear": lambda: (PartlyLinear(), (3, 32, 32))}
+"""
+
+
+def test_coverage_names_per_model_what_a_recipe_left_in_high_precision(suite: pytest.Pytester) -> None:
+    import shutil
+
+    suite.makeconftest(PARTLY_LINEAR)
+    suite.makepyfile(own_model=REGISTERED.read_text())  # the docs' example: torch's fused encoder layer
+    suite.syspathinsert()
+    shutil.copy(Path(__file__).resolve().parents[1] / "suites" / "test_quantization_coverage.py", suite.path)
+    result = suite.runpytest(
+        *FAST, "test_quantization_coverage.py", "-p", "own_model", "-k", "fp8 and not mxfp8",
+        "--vitperf-models=partly_linear,patchify_s8",
+    )  # fmt: skip
+    result.assert_outcomes(failed=2)
+    text = result.stdout.str()
+    # the bare-parameter GEMM holds 2 x 16 x 64 x 256 of the FLOPs: fp8 leaves it, and says so, for this model
+    assert "fp8 on partly_linear: GEMM FLOPs" in text and "in high precision: MatMul /MatMul (" in text
+    assert "patchify_s8 does not export to ONNX with the fp8 recipe (UnsupportedOperatorError: " in text

@@ -136,7 +136,7 @@ def weights_note(models: Iterable[str], weights: Iterable[tuple[str, str | Path]
     def one(name: str) -> str:
         w = given.get(name)
         if name in own:
-            return f"{name} (registered by a conftest.py)"
+            return f"{name} (registered by a conftest.py{'' if w is None else f', weights {w}'})"
         if name == DIGITS_MODEL:
             return f"{name} (trained on scikit-learn's digits)"
         return f"{name} ({f'random weights, seed {SEED}' if w is None else 'pretrained' if w == PRETRAINED else w})"
@@ -189,11 +189,17 @@ def load_weights(model: torch.nn.Module, name: str, path: Path) -> None:
 
 
 def make_model(name: str, factory: ModelFactory | None, weights: str | Path | None) -> torch.nn.Module:
-    """A registered model from its factory (marked with the input size it gave), else build_model's."""
+    """A registered model from its factory (marked with the input size it gave; `weights`, a file, loaded into it),
+    else build_model's."""
     if factory is None:
         return build_model(name, weights=weights)
+    if weights == PRETRAINED:
+        raise ValueError(f"{name} is registered by a conftest.py, and timm has no pretrained weights for it; give a "
+                         f"file: --vitperf-weights {name}=FILE")  # fmt: skip
     model, size = factory()
     model.vitperf_input_size = tuple(int(v) for v in size)  # type: ignore[assignment]  # input_size reads it
+    if weights is not None:
+        load_weights(model, name, Path(weights))
     return model.eval()
 
 
