@@ -202,3 +202,31 @@ def test_coverage_names_per_model_what_a_recipe_left_in_high_precision(suite: py
     # the bare-parameter GEMM holds 2 x 16 x 64 x 256 of the FLOPs: fp8 leaves it, and says so, for this model
     assert "fp8 on partly_linear: GEMM FLOPs" in text and "in high precision: MatMul /MatMul (" in text
     assert "patchify_s8 does not export to ONNX with the fp8 recipe (UnsupportedOperatorError: " in text
+
+
+def test_a_model_whose_fused_attention_does_not_export_is_exported_unfused() -> None:
+    import io
+
+    import torch
+    from timm.models.eva import Eva
+
+    from pytest_vitperf.core.precision import get_precision
+    from pytest_vitperf.engines.models import retry_unfused
+    from pytest_vitperf.engines.recipes import export
+
+    # EVA-02's attention (rotary embeddings, one fused SDPA call), small
+    torch.manual_seed(0)
+    eva = Eva(img_size=32, patch_size=8, embed_dim=32, depth=1, num_heads=2, use_rot_pos_emb=True, num_classes=3).eval()
+    example = torch.randn(1, 3, 32, 32)
+    assert eva.blocks[0].attn.fused_attn is True
+    with pytest.raises(TypeError, match="is_causal"):  # what the TorchScript exporter makes of it, fused
+        torch.onnx.export(eva, (example,), io.BytesIO(), dynamo=False, opset_version=17)
+    proto = export(get_precision("fp32"), eva, example)
+    assert {"MatMul", "Softmax"} <= {n.op_type for n in proto.graph.node}
+    assert eva.blocks[0].attn.fused_attn is True  # given back as it was
+
+    def fails() -> None:
+        raise RuntimeError("not about attention")
+
+    with pytest.raises(RuntimeError, match="not about attention"):  # nothing fused to turn off: the first error
+        retry_unfused(fails, torch.nn.Linear(2, 2))

@@ -12,7 +12,7 @@ import difflib
 import functools
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
     # A registered model's factory (hookspec.pytest_vitperf_models): the module and the (C, H, W) of one input.
     ModelFactory = Callable[[], tuple[torch.nn.Module, tuple[int, int, int]]]
+
+T = TypeVar("T")
 
 MODEL_NAMES = (
     "vit_tiny_patch16_224",
@@ -241,6 +243,25 @@ def bmm_attention() -> type[torch.nn.Module]:
             return self.proj(self.norm(out))
 
     return BmmAttention
+
+
+def retry_unfused(run: Callable[[], T], model: torch.nn.Module) -> T:
+    """`run()`, and when it fails while some of `model`'s attention is fused (timm's `fused_attn`: one
+    scaled_dot_product_attention call), `run()` again with it unfused, the same arithmetic as explicit matmuls and a
+    softmax. timm's EVA-02 exports only so: the TorchScript exporter traces its SDPA's `is_causal` as a tensor."""
+    try:
+        return run()
+    except Exception:
+        fused = [m for m in model.modules() if getattr(m, "fused_attn", None) is True]
+        if not fused:
+            raise
+    for m in fused:
+        setattr(m, "fused_attn", False)  # noqa: B010  # a plain attribute of timm's, not a submodule
+    try:
+        return run()
+    finally:
+        for m in fused:
+            setattr(m, "fused_attn", True)  # noqa: B010
 
 
 def _load_state_dict(path: Path) -> dict[str, Any]:

@@ -6,12 +6,10 @@ ONNX export that carries the precision into a strongly typed TensorRT engine.
 | fp32 | the plain export |
 | fp16, bf16 | the FP32 export cast by Model Optimizer's ONNX autocast (`convert_to_f16`), I/O kept FP32 |
 | fp8 | E4M3 per tensor on every Linear (FP8_DEFAULT_CFG); the exporter adds Q/DQ on softmax outputs |
-| fp8-attn | fp8, plus FP8 Q/DQ before both attention batched matmuls and on the softmax output (the pattern |
-| | TensorRT needs for FP8 MHA fusion): timm attention becomes the zoo's 3D-bmm attention, whose operands |
-| | pass through quantizers |
+| fp8-attn | fp8, plus FP8 Q/DQ before both attention batched matmuls and on the softmax output (TensorRT's FP8 |
+| | MHA fusion pattern): timm attention becomes the zoo's 3D-bmm attention, whose operands pass through quantizers |
 | int8 | INT8_DEFAULT_CFG (per-channel weights, per-tensor activations) |
-| int8-smoothquant | INT8_SMOOTHQUANT_CFG: per-channel smoothing scales move activation outliers into the weights; |
-| | the export multiplies each Linear's input by its `_pre_quant_scale` before quantizing |
+| int8-smoothquant | INT8_SMOOTHQUANT_CFG: smoothing scales (a Linear's `_pre_quant_scale`) move outliers into weights |
 | mxfp8 | MXFP8_DEFAULT_CFG, Conv2d in FP8 (TensorRT's dynamic block quantize takes 2D/3D inputs only) |
 | nvfp4 | NVFP4_DEFAULT_CFG on every Linear, Conv2d in FP8 |
 | nvfp4-mlp-only | NVFP4_MLP_ONLY_CFG: only the MLP Linears, the partial coverage of seed 000 |
@@ -282,7 +280,13 @@ def _bytes(t: torch.Tensor) -> bytes:
 
 
 def export(p: Precision, model: torch.nn.Module, example: torch.Tensor) -> onnx.ModelProto:
-    """ONNX of a model the precision's recipe was applied to, at the precision's opset."""
+    """ONNX of a model the precision's recipe was applied to, at the precision's opset (models.retry_unfused)."""
+    from pytest_vitperf.engines.models import retry_unfused
+
+    return retry_unfused(lambda: _export(p, model, example), model)
+
+
+def _export(p: Precision, model: torch.nn.Module, example: torch.Tensor) -> onnx.ModelProto:
     import onnx
 
     recipe = p.recipe
