@@ -244,3 +244,15 @@ def test_tensorrt_backend_skips_without_tensorrt() -> None:
         assert reason is not None and reason.startswith("tensorrt is not installed")
     else:
         assert reason is None
+
+
+def test_coverage_says_how_many_gemms_it_could_not_count() -> None:
+    from pytest_vitperf.engines.coverage import CoverageReport, Gemm
+
+    counted = [Gemm("/fc1/MatMul", "MatMul", 300, "fp8"), Gemm("/attn/MatMul", "MatMul", 100, "high", attention=True)]
+    report = CoverageReport(list(counted))
+    assert report.summary() == "GEMM FLOPs 0.00 G: fp8 75.0%, high 25.0%; attention (25.0%) in high precision"
+    assert report.weight_fraction == 1.0 and report.fraction == 0.75
+    report.gemms.append(Gemm("/fc2/MatMul", "MatMul", 0, "high"))  # shape inference lost its inputs
+    assert report.summary().endswith("; 1 of 3 GEMMs of unknown shape, not counted")
+    assert report.left_out(most=1) == "in high precision: MatMul /attn/MatMul (25.0%) and 1 more"
