@@ -105,8 +105,12 @@ class Floor:
 
     @property
     def specificity(self) -> int:
-        fields = (self.gpu, self.version, self.model, str(self.batch))
-        return sum(not any(c in f for c in "*?[") for f in fields)
+        return _specificity(self.gpu, self.version, self.model, str(self.batch))
+
+
+def _specificity(*fields: str) -> int:
+    """How many of a floor's key fields are not globs: the most specific matching floor is the one that applies."""
+    return sum(not any(c in f for c in "*?[") for f in fields)
 
 
 @dataclass(frozen=True)
@@ -335,13 +339,12 @@ class FloorsFile:
         ]
         return max(hits, key=lambda f: f.specificity) if hits else None
 
-
     def find_accuracy(self, *, model: str, precision: str, via: str) -> AccuracyFloor | None:
         """The accuracy floor for `precision` on `model` measured `via` an engine or fake quantization: the most
         specific (fewest wildcards) that matches."""
         hits = [f for f in self.accuracy if f.precision == precision and fnmatchcase(model, f.model)
                 and f.via in ("*", via)]  # fmt: skip
-        return max(hits, key=lambda f: (f.model != "*") + (f.via != "*")) if hits else None
+        return max(hits, key=lambda f: _specificity(f.model, f.via)) if hits else None
 
 
 @dataclass(frozen=True)
