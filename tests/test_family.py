@@ -89,6 +89,59 @@ def test_an_interval_that_straddles_its_floor_is_inconclusive(
         result.stdout.fnmatch_lines(["*bf16-again is *x faster than bf16, not told apart from the floor 1.00x*"])
 
 
+# Each precision's second build is 2 ms slower (a busy wait after every launch): a spread between builds that no
+# number of rounds averages away.
+UNEVEN = AGAIN + """
+import time
+
+from pytest_vitperf.engines.backends.torch import TorchBackend
+from pytest_vitperf.engines.delay import DelayedEngine
+
+
+def busy():
+    end = time.perf_counter() + 0.002
+    while time.perf_counter() < end:
+        pass
+
+
+class Uneven(TorchBackend):
+    name = "uneven"
+    built = {}
+
+    def precision_reason(self, precision):
+        return None
+
+    def prepare(self, model, **kw):
+        engine = super().prepare(model, **kw)
+        n = Uneven.built[kw["precision"]] = Uneven.built.get(kw["precision"], 0) + 1
+        return DelayedEngine(engine, 0.1, busy, {}) if n == 2 else engine
+
+
+def pytest_vitperf_backend_names(config):
+    return ["uneven"]
+
+
+def pytest_vitperf_make_backend(config, name):
+    return Uneven() if name == "uneven" else None
+"""
+
+
+def test_rounds_that_cannot_settle_a_floor_are_not_spent(suite: pytest.Pytester) -> None:
+    """An A/A pair against a floor of 1.00, every precision's second build 2 ms slower, and a minute of budget for
+    more rounds: the builds' spread alone straddles the floor, so the family stops at its first 3 rounds instead of
+    doubling them, and the message says what can settle it."""
+    suite.makeconftest(UNEVEN)
+    entry = {"gpu": "*", "backend": "uneven", "precision": "bf16-again", "min_speedup": 1.0, "judged_in": "time"}
+    (suite.path / "floors.json").write_text(json.dumps({"schema": 1, "floors": [entry]}))
+    args = ("--vitperf-precisions=bf16,bf16-again", "--vitperf-builds=2", "--vitperf-backend=uneven",
+            "--vitperf-round-budget-s=60", f"--benchmark-json={suite.path / 'bench.json'}")  # fmt: skip
+    result = suite.runpytest(*FAST, *args)
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*More rounds cannot settle it: the spread between its engine's builds alone*"])
+    done = {b["options"]["rounds"]["done"] for b in json.loads((suite.path / "bench.json").read_text())["benchmarks"]}
+    assert done == {3}
+
+
 def test_engines_that_do_not_fit_together_are_timed_one_block_each(suite: pytest.Pytester) -> None:
     """A backend that runs out of memory the first time it prepares bf16 (while fp16 is held): the family releases
     what it built and times each engine alone, and the summary marks those rows."""

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from pytest_vitperf.measure.clocks import ClockReading
 from pytest_vitperf.measure.measurement import Measurement, Spec
-from pytest_vitperf.measure.rounds import Slices, interleave, order, warm_up
+from pytest_vitperf.measure.rounds import Slices, interleave, looks_ahead, order, warm_up
 from pytest_vitperf.verdicts.floors import CYCLES, Verdict, speedup_interval
 from pytest_vitperf.verdicts.stats import FAIL, INCONCLUSIVE, PASS
 
@@ -137,3 +137,9 @@ def test_without_rounds_a_verdict_falls_back_to_the_medians() -> None:
     ref, cand = Measurement(SPEC, (6.5, 6.6, 6.4)), Measurement(SPEC, (5.2, 5.3, 5.25))
     assert Verdict(ref, cand, 1.2).outcome == PASS and Verdict(ref, cand, 1.3).outcome == FAIL
     assert math.isclose(Verdict(ref, cand, None).speedup, 6.5 / 5.25)
+
+
+def test_the_looks_ahead_double_the_rounds_within_the_budget_and_the_looks_left() -> None:
+    assert looks_ahead(20, 1, 1000) == [40, 80]  # two doublings after the first look
+    assert looks_ahead(20, 1, 30) == [40, 50]  # the budget cuts the second
+    assert looks_ahead(20, 2, 1000) == [40] and looks_ahead(20, 3, 1000) == [] and looks_ahead(20, 1, 0) == []

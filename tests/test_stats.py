@@ -4,30 +4,30 @@ simulation."""
 
 from __future__ import annotations
 
+import json
 import math
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pytest_vitperf.verdicts.builds import BuildSpread, build_spread, nested_interval, settles
 from pytest_vitperf.verdicts.proportions import mcnemar_exact, paired_difference, wilson
 from pytest_vitperf.verdicts.stats import (
     FAIL,
     PASS,
     UNKNOWN,
-    BuildSpread,
     Interval,
     Prior,
     Spread,
     against_floor,
-    build_spread,
     detectable_change,
     false_discoveries,
     family_wise,
     log_ratio_interval,
-    nested_interval,
     ratio_interval,
     spread_prior,
 )
@@ -232,6 +232,60 @@ def test_an_interval_at_an_extreme_confidence_opens_to_infinity_instead_of_raisi
     got = nested_interval(ref, cand, None, 1 - 3.3e-7)
     assert got is not None and got.low == 0.0 and got.high == math.inf
     assert against_floor(got, 1.0) == UNKNOWN
+
+
+FLOOR_ROUNDS = Path(__file__).parent / "data" / "h100-fp8-floor-rounds-2026-11-26.json"
+
+
+def test_rounds_cannot_settle_a_floor_that_the_builds_spread_alone_straddles() -> None:
+    """The H100's FP8 floors in a real main job: at batch 1 the family added rounds to 59 (cold) and 60 (warm), and at
+    batch 64 to 43 (warm), and each floor stayed inconclusive. With no round-to-round spread at all, the builds'
+    spread still straddled the floor: those rounds could not have settled it. The batch-64 cold floor passed."""
+    data = json.loads(FLOOR_ROUNDS.read_text())
+    level = family_wise(0.95, 2 * 3)  # two floors, three looks each
+    for run, floor, outcome, rounds in [("cold b1", 1.024, UNKNOWN, 59), ("warm b1", 1.024, UNKNOWN, 60),
+                                        ("warm b64", 1.124, UNKNOWN, 43), ("cold b64", 1.124, PASS, 20)]:  # fmt: skip
+        d = data[run]
+        spread = BuildSpread(**d["spread"])
+        got = nested_interval(d["fp16"], d["fp8"], spread, level)
+        assert got is not None and got.n == rounds and against_floor(got, floor) == outcome, run
+        ahead = (rounds, 2 * rounds, 4 * rounds, 64 * rounds, math.inf)
+        assert [settles(d["fp16"], d["fp8"], spread, floor, level, r) for r in ahead] == [outcome == PASS] * 5, run
+        assert settles(d["fp16"], d["fp8"], None, floor, level), run  # without builds, enough rounds settle anything
+    cold = data["cold b1"]
+    shown = nested_interval(cold["fp16"], cold["fp8"], BuildSpread(**cold["spread"]), level)
+    assert shown is not None and shown.text() == "1.06x [1.00, 1.13]"  # as the run's failure message printed it
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    shift=st.floats(-0.05, 0.05),
+    sd_round=st.floats(0.0005, 0.02),
+    var_builds=st.floats(0.0, 4e-4),
+    n=st.integers(3, 30),
+    seed=st.integers(0, 2**16),
+)
+def test_settles_now_is_the_intervals_verdict_and_more_rounds_only_help(
+    shift: float, sd_round: float, var_builds: float, n: int, seed: int
+) -> None:
+    """At the rounds taken, `settles` says what the interval says. With endless rounds only the builds' part is left:
+    settled exactly when the estimate lies further from the floor than t(builds' df) x the builds' standard error.
+    (Not monotone in between: Satterthwaite's degrees of freedom fall toward the builds' own as rounds grow, so a
+    finite number of rounds can settle what endless rounds do not; the family asks at the looks it can still take.)"""
+    from scipy.stats import t
+
+    rng = random.Random(seed)
+    ref = [[rng.gauss(0, sd_round) for _ in range(n)] for _ in range(2)]
+    cand = [[-shift + rng.gauss(0, sd_round) for _ in range(n)] for _ in range(2)]
+    spread = BuildSpread(var_builds, 4)
+    floor = 1.01
+    now = nested_interval(ref, cand, spread)
+    assert now is not None
+    straddles = now.low < floor <= now.high
+    assert settles(ref, cand, spread, floor, rounds=n) != straddles or abs(math.log(now.low / floor)) < 1e-9
+    mean = math.log(now.estimate)
+    endless = abs(mean - math.log(floor)) > float(t.ppf(0.975, 4)) * math.sqrt(var_builds)  # var x (1/2 + 1/2)
+    assert settles(ref, cand, spread, floor, rounds=math.inf) == endless
 
 
 # -- spreads moderated by the matrix (Smyth 2004) ---------------------------------------------------------------

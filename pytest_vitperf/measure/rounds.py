@@ -106,6 +106,19 @@ def interleave(
 MAX_LOOKS = 3  # the first look after plan.rounds, then at most two doublings: each look costs confidence (stats)
 
 
+def looks_ahead(done: int, looks: int, budget_rounds: int) -> list[int]:
+    """The rounds in all at each look still to come: each doubles the rounds done, within `budget_rounds` more
+    rounds and MAX_LOOKS looks in all. What a family checks before it spends them (verdicts/builds.settles)."""
+    out: list[int] = []
+    for _ in range(MAX_LOOKS - looks):
+        more = min(done, budget_rounds)
+        if more < 1:
+            break
+        done, budget_rounds = done + more, budget_rounds - more
+        out.append(done)
+    return out
+
+
 @dataclass
 class FamilyRun:
     """What measuring one family gave: a Measurement per precision timed, why a precision was not (its engine failed

@@ -283,8 +283,11 @@ def speedup_message(v: Verdict, nodeid: str) -> str:
     ]
     if v.outcome == FAIL:
         lines.append("If the new speedup is expected, lower the floor in the floors file; to re-measure run:")
-    else:
+    elif v.settles_in():
         lines.append("More rounds may settle it (--vitperf-round-budget-s, --vitperf-rounds); to re-measure run:")
+    else:
+        lines.append("More rounds cannot settle it: the spread between its engine's builds alone straddles the floor. "
+                     "More builds can (--vitperf-builds), or a floor further from the speedup; to re-measure run:")
     return "\n".join([*lines, f"  pytest --gpu-bench {nodeid!r}"])
 
 

@@ -41,6 +41,7 @@ class) are required; `model` is a glob (default any), `via` is "engine", "fake-q
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -49,19 +50,8 @@ from typing import TYPE_CHECKING, Any
 from pytest_vitperf.core.files import FileError, read_json
 from pytest_vitperf.core.precision import PRECISIONS, REFERENCE
 from pytest_vitperf.measure.measurement import Measurement
-from pytest_vitperf.verdicts.stats import (
-    CONFIDENCE,
-    FAIL,
-    INCONCLUSIVE,
-    PASS,
-    UNKNOWN,
-    Bounds,
-    BuildSpread,
-    Interval,
-    against_floor,
-    build_spread,
-    nested_interval,
-)
+from pytest_vitperf.verdicts.builds import BuildSpread, build_spread, nested_interval, settles
+from pytest_vitperf.verdicts.stats import CONFIDENCE, FAIL, INCONCLUSIVE, PASS, UNKNOWN, Bounds, Interval, against_floor
 
 if TYPE_CHECKING:
     from pytest_vitperf.verdicts.accuracy import TaskAccuracy
@@ -155,8 +145,23 @@ def _logs(m: Measurement, unit: str) -> list[list[float]]:
 
 
 def family_spread(measurements: list[Measurement], unit: str = TIME) -> BuildSpread | None:
-    """The build-to-build spread of a family's precisions measured in one run (stats.build_spread)."""
+    """The build-to-build spread of a family's precisions measured in one run (builds.build_spread)."""
     return build_spread([_logs(m, unit) for m in measurements if m.builds > 1])
+
+
+Paired = tuple[list[list[float]], list[list[float]], BuildSpread | None]  # builds x rounds logs of both, the spread
+
+
+def _paired(reference: Measurement, candidate: Measurement, unit: str) -> Paired | None:
+    """The builds x rounds logs of both and the family's build spread, where both were measured in one interleaved
+    run over the same rounds; else None."""
+    run = reference.run
+    if run is None or run != candidate.run:
+        return None
+    if len(reference.rounds) // reference.builds != len(candidate.rounds) // candidate.builds:
+        return None
+    info = reference.spec.options["rounds"].get("spread", {}).get(unit)
+    return _logs(reference, unit), _logs(candidate, unit), BuildSpread(**info) if info else None
 
 
 def speedup_interval(
@@ -165,14 +170,8 @@ def speedup_interval(
     """The speedup reference/candidate with its interval over the rounds they shared (time, or time x SM clock in
     `unit` CYCLES), widened by the family's build-to-build spread where each precision was built more than once (as
     recorded with the measurements); None unless both were measured in the same interleaved run."""
-    run = reference.run
-    if run is None or run != candidate.run:
-        return None
-    if len(reference.rounds) // reference.builds != len(candidate.rounds) // candidate.builds:
-        return None
-    info = reference.spec.options["rounds"].get("spread", {}).get(unit)
-    spread = BuildSpread(**info) if info else None
-    return nested_interval(_logs(reference, unit), _logs(candidate, unit), spread, confidence)
+    paired = _paired(reference, candidate, unit)
+    return nested_interval(*paired, confidence) if paired is not None else None
 
 
 @dataclass(frozen=True)
@@ -214,6 +213,17 @@ class Verdict:
             point = self.speedup if self.judged_in == TIME else self._cycle_point()
             return PASS if point >= self.floor else FAIL
         return _side(interval, self.floor)
+
+    def settles_in(self, rounds: Iterable[float] | None = None) -> bool:
+        """Whether any of `rounds` rounds in all could settle this verdict at its present estimate (builds.settles);
+        None: 2 to 64 times the rounds taken, or endless. False when the spread between builds alone straddles the
+        floor at every one of them."""
+        paired = _paired(self.reference, self.candidate, self.judged_in)
+        if self.floor is None or paired is None:
+            return True
+        n = len(self.reference.rounds) // self.reference.builds
+        ahead = rounds if rounds is not None else (*(n * k for k in (2, 4, 16, 64)), math.inf)
+        return any(settles(*paired, self.floor, self.confidence, r) for r in ahead)
 
     def _cycle_point(self) -> float:
         r, c = self.reference.sm_mhz, self.candidate.sm_mhz
