@@ -15,7 +15,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-from pytest_vitperf.verdicts.stats import CONFIDENCE, T_ON_LOG_RATIOS, Interval, _exp, log_ratio_interval
+from pytest_vitperf.verdicts.stats import CONFIDENCE, T_ON_LOG_RATIOS, Interval, exp_or_inf, log_ratio_interval
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,7 @@ def nested_interval(
     half = float(t.ppf(1 - (1 - confidence) / 2, df)) * se
     p = float(2 * t.sf(abs(mean) / se, df))
     method = f"{T_ON_LOG_RATIOS} and the spread of {len(reference)} builds"
-    return Interval(math.exp(mean), _exp(mean - half), _exp(mean + half), confidence, n, sd, p, method)
+    return Interval(math.exp(mean), exp_or_inf(mean - half), exp_or_inf(mean + half), confidence, n, sd, p, method)
 
 
 def settles(

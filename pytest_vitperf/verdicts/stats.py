@@ -24,7 +24,7 @@ T_ON_LOG_RATIOS = "t on log ratios"
 PASS, FAIL, UNKNOWN, INCONCLUSIVE = "pass", "FAIL", "unknown", "inconclusive"
 
 
-def _exp(x: float) -> float:
+def exp_or_inf(x: float) -> float:
     """exp, with inf past the float range: three rounds judged at Bonferroni's 1 - 3e-7 have a t quantile in the
     hundreds, and an interval of [0, inf] says what it should (nothing is known yet) instead of raising."""
     return math.inf if x > 709.0 else math.exp(x)
@@ -87,7 +87,7 @@ def log_ratio_interval(log_ratios: Sequence[float], confidence: float = CONFIDEN
         result = ttest_1samp(xs, 0.0)
         ci = result.confidence_interval(confidence)
     return Interval(
-        math.exp(mean), _exp(float(ci.low)), _exp(float(ci.high)), confidence, n, sd, float(result.pvalue)
+        math.exp(mean), exp_or_inf(float(ci.low)), exp_or_inf(float(ci.high)), confidence, n, sd, float(result.pvalue)
     )
 
 
