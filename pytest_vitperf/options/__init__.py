@@ -279,7 +279,8 @@ OPTIONS: tuple[_Option, ...] = (
         number(float, 0, "number of seconds"),
         "S",
         "the longest a family may spend adding rounds (doubling them, twice at most) while a floor's interval "
-        "still straddles the floor. Default: 60.",
+        "still straddles the floor and more rounds could settle it (none where the spread between builds alone "
+        "straddles it). Default: 60.",
     ),
     _Option(
         CONFIDENCE,
