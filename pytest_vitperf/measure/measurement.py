@@ -156,6 +156,11 @@ class Measurement:
         info = self.spec.options.get("rounds")
         return int(info.get("builds", 1)) if self.rounds and isinstance(info, dict) else 1
 
+    @property
+    def rounds_taken(self) -> int:
+        """How many interleaved rounds each build was timed in."""
+        return len(self.rounds) // self.builds
+
     def per_build(self, values: list[float | None]) -> list[list[float | None]]:
         """Per-round values (round_medians, round_cycles) cut into one list per build."""
         r = len(values) // self.builds

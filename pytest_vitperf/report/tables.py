@@ -244,7 +244,7 @@ def interval_notes(measurements: Iterable[Measurement], verdicts: Iterable[Verdi
     runs = {m.run: m for m in measurements if m.run is not None}
     if not runs:
         return []
-    rounds = sorted({len(m.rounds) // m.builds for m in runs.values()})
+    rounds = sorted({m.rounds_taken for m in runs.values()})
     builds = sorted({m.builds for m in runs.values()})
     lines = [
         f"intervals: {confidence:.0%}, over {'/'.join(map(str, rounds))} interleaved rounds per family and "

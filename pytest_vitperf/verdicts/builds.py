@@ -59,14 +59,18 @@ def build_spread(families: Sequence[Sequence[Sequence[float]]]) -> BuildSpread |
     return BuildSpread(max(0.0, (between - within) / rounds), df_b)
 
 
-def _differences(reference: Sequence[Sequence[float]], candidate: Sequence[Sequence[float]]) -> list[float]:
-    """Per round, the mean log of the reference's builds minus the candidate's; rounds a build lacks left out."""
+def _paired_rounds(
+    reference: Sequence[Sequence[float]], candidate: Sequence[Sequence[float]], spread: BuildSpread | None
+) -> tuple[list[float], float]:
+    """Per round, the mean log of the reference's builds minus the candidate's (rounds a build lacks left out), and
+    the builds' variance of that difference: spread.var for each build, divided by the builds averaged."""
     r = min(len(b) for b in (*reference, *candidate))
     diffs = [
         math.fsum(b[i] for b in reference) / len(reference) - math.fsum(b[i] for b in candidate) / len(candidate)
         for i in range(r)
     ]
-    return [d for d in diffs if math.isfinite(d)]
+    v_builds = spread.var * (1 / len(reference) + 1 / len(candidate)) if spread is not None else 0.0
+    return [d for d in diffs if math.isfinite(d)], v_builds
 
 
 def _mean_sd(xs: Sequence[float]) -> tuple[float, float]:
@@ -92,8 +96,7 @@ def nested_interval(
     """The ratio exp(mean log reference - mean log candidate) of builds x rounds log values taken in the same rounds:
     Student's t on the rounds' differences of build means (log_ratio_interval), its variance widened by the builds'
     (spread.var for each build, divided by the builds averaged), with Satterthwaite's degrees of freedom."""
-    diffs = _differences(reference, candidate)
-    v_builds = spread.var * (1 / len(reference) + 1 / len(candidate)) if spread is not None else 0.0
+    diffs, v_builds = _paired_rounds(reference, candidate, spread)
     if spread is None or v_builds == 0.0:
         return log_ratio_interval(diffs, confidence)
     n = len(diffs)
@@ -121,12 +124,11 @@ def settles(
     to stay as measured: a futility check, as sequential designs make before they spend more. The rounds' share of
     the variance shrinks as 1/rounds; the builds' share does not, so where it alone straddles the floor, more rounds
     are time spent for nothing (more builds are not). True where nothing is known yet (under 3 rounds)."""
-    diffs = _differences(reference, candidate)
+    diffs, v_builds = _paired_rounds(reference, candidate, spread)
     n = len(diffs)
     if n < 3:
         return True
     mean, sd = _mean_sd(diffs)
-    v_builds = spread.var * (1 / len(reference) + 1 / len(candidate)) if spread is not None else 0.0
     rounds = max(rounds, n)
     if v_builds == 0.0 and (sd == 0.0 or not math.isfinite(rounds)):
         return mean != math.log(floor)  # nothing left to average away: only a point on the floor stays there

@@ -158,7 +158,7 @@ def _paired(reference: Measurement, candidate: Measurement, unit: str) -> Paired
     run = reference.run
     if run is None or run != candidate.run:
         return None
-    if len(reference.rounds) // reference.builds != len(candidate.rounds) // candidate.builds:
+    if reference.rounds_taken != candidate.rounds_taken:
         return None
     info = reference.spec.options["rounds"].get("spread", {}).get(unit)
     return _logs(reference, unit), _logs(candidate, unit), BuildSpread(**info) if info else None
@@ -221,7 +221,7 @@ class Verdict:
         paired = _paired(self.reference, self.candidate, self.judged_in)
         if self.floor is None or paired is None:
             return True
-        n = len(self.reference.rounds) // self.reference.builds
+        n = self.reference.rounds_taken
         ahead = rounds if rounds is not None else (*(n * k for k in (2, 4, 16, 64)), math.inf)
         return any(settles(*paired, self.floor, self.confidence, r) for r in ahead)
 
