@@ -33,7 +33,8 @@ def read_json(
     try:
         return json.loads(prepare(text) if prepare is not None else text)
     except json.JSONDecodeError as exc:
-        raise error(path, f"is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
+        what = exc.msg.removesuffix(" at")  # "Unterminated string starting at" would read "at at line"
+        raise error(path, f"is not valid JSON: {what} at line {exc.lineno}, column {exc.colno}") from None
 
 
 def write_atomic(path: Path, data: str | bytes) -> None:
