@@ -36,6 +36,12 @@ class BuildSpread:
     def to_dict(self) -> dict[str, float | int | None]:
         return asdict(self)
 
+    def mean_squares(self) -> tuple[float, float, int] | None:
+        """(mean_var, within, rounds), or None for a record written before they were kept."""
+        if self.mean_var is None or self.within is None or self.rounds is None:
+            return None
+        return self.mean_var, self.within, self.rounds
+
 
 def build_spread(families: Sequence[Sequence[Sequence[float]]]) -> BuildSpread | None:
     """The build-to-build variance from a family's precisions: for each precision, its builds' log round values
@@ -98,16 +104,24 @@ def _error(sd: float, c: float, spread: BuildSpread | None, rounds: float) -> tu
     older sum, the rounds' variance plus var, covered 92%: tools/build_coverage.py). Records without the mean squares
     use that older sum."""
     inv = 1 / rounds if math.isfinite(rounds) else 0.0
+    squares = spread.mean_squares() if spread is not None else None
     if spread is None:
         parts = [(sd * sd * inv, rounds - 1)]
-    elif spread.mean_var is None or spread.within is None or spread.rounds is None:
+    elif squares is None:
         parts = [(sd * sd * inv, rounds - 1), (c * spread.var, spread.df)]
     else:
-        builds = c * max(0.0, spread.mean_var + spread.within * (inv - 1 / spread.rounds))
-        parts = [(builds, spread.df), (max(0.0, sd * sd - c * spread.within) * inv, rounds - 1)]
+        mean_var, within, measured = squares
+        builds = c * max(0.0, mean_var + within * (inv - 1 / measured))
+        parts = [(builds, spread.df), (max(0.0, sd * sd - c * within) * inv, rounds - 1)]
     var = math.fsum(v for v, _ in parts)
     den = math.fsum(v * v / df for v, df in parts if v)
     return math.sqrt(var), var**2 / den if den > 0.0 else math.inf  # den underflows only for a variance near 0
+
+
+def _half_width(se: float, df: float, confidence: float) -> float:
+    from scipy.stats import t
+
+    return float(t.ppf(1 - (1 - confidence) / 2, df)) * se
 
 
 def nested_interval(
@@ -120,7 +134,7 @@ def nested_interval(
     Student's t on the rounds' differences of build means (log_ratio_interval), its variance widened by the builds'
     (_error), with Satterthwaite's degrees of freedom."""
     diffs, c = _paired_rounds(reference, candidate)
-    if spread is None or (spread.mean_var is None and spread.var == 0.0):
+    if spread is None or (spread.mean_squares() is None and spread.var == 0.0):
         return log_ratio_interval(diffs, confidence)
     n = len(diffs)
     if n < 3:
@@ -131,7 +145,7 @@ def nested_interval(
         return log_ratio_interval(diffs, confidence)
     from scipy.stats import t
 
-    half = float(t.ppf(1 - (1 - confidence) / 2, df)) * se
+    half = _half_width(se, df, confidence)
     p = float(2 * t.sf(abs(mean) / se, df))
     method = f"{T_ON_LOG_RATIOS} and the spread of {len(reference)} builds"
     return Interval(math.exp(mean), exp_or_inf(mean - half), exp_or_inf(mean + half), confidence, n, sd, p, method)
@@ -157,7 +171,4 @@ def settles(
     se, df = _error(sd, c, spread, max(rounds, n))
     if se == 0.0:
         return mean != math.log(floor)  # nothing left to average away: only a point on the floor stays there
-    from scipy.stats import t
-
-    half = float(t.ppf(1 - (1 - confidence) / 2, df)) * se
-    return abs(mean - math.log(floor)) > half
+    return abs(mean - math.log(floor)) > _half_width(se, df, confidence)
