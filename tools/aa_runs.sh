@@ -7,6 +7,9 @@
 #
 # Writes OUT_DIR/aa-K.json (--benchmark-json of process K), OUT_DIR/aa-K.log and OUT_DIR/summary.json, and prints
 # the intervals table. fp16-b fails its floor in every process where the run judges right: pytest exits 1 there.
+# Arguments after OUT_DIR come last, so they override these (pytest keeps an option's last value). What a run can
+# see at batch 1 depends on its builds (docs/statistics.md): for the +1% and +3% delays alone, with four builds,
+#   tools/aa_runs.sh 10 OUT --vitperf-builds 4 --vitperf-batch-sizes 1 --vitperf-precisions fp16,fp16-d1,fp16-d3
 set -uo pipefail
 cd "$(dirname "$0")/.."
 n=${1:?usage: tools/aa_runs.sh N OUT_DIR [pytest args]}; out=${2:?usage: tools/aa_runs.sh N OUT_DIR [pytest args]}
