@@ -261,13 +261,15 @@ def test_identical_runs_flag_a_matrix_at_most_at_the_false_alarm_rate_and_a_dete
     assert 0.65 <= seen / 400 <= 0.95, seen
 
 
-def test_reruns_of_one_real_measurement_flag_nothing() -> None:
+def test_reruns_of_one_real_measurement_are_flagged_at_most_at_the_false_alarm_rate() -> None:
     """One real measurement dealt into 21 runs of 12 samples: the medians of the first 5 calibrate the row, the other
-    16 are gated. Each block of 21 consecutive samples gives one to every run, in an order shuffled per block, so
-    the machine's drift (the 2-core CI machine drifts by tens of percent between processes:
+    16 are gated at 5% for the matrix. Each block of 21 consecutive samples gives one to every run, in an order
+    shuffled per block, so the machine's drift (the 2-core CI machine drifts by tens of percent between processes:
     docs/measurements/2026-11-21-cpu-run-to-run-drift.md) falls on every run alike and the runs are draws from one
-    distribution, the case the gate must never flag. (Dealt in a fixed order, a drift within each block made the
-    later runs slower than the calibrating ones, and a loaded CI machine flagged two.)"""
+    distribution. One deal flags now and then by design (a 5% false-alarm rate), so the test deals the same samples
+    100 ways and bounds how many flag: on three pools of this machine, 1-7.5% of 200 deals did. (Dealt in a fixed
+    order, a drift within each block made the later runs slower than the calibrating ones, and a loaded CI run
+    flagged two rows.)"""
     from pytest_vitperf.core.settings import Settings
     from pytest_vitperf.engines.backends.torch import TorchBackend
     from pytest_vitperf.engines.models import build_model
@@ -283,15 +285,18 @@ def test_reruns_of_one_real_measurement_flag_nothing() -> None:
         settings=Settings(),
     )
     samples = sample(engine.launch, engine.clock, warmup_ms=100, duration_ms=0, min_iterations=21 * 12)
-    rng = random.Random(5)
-    dealt: list[list[float]] = [[] for _ in range(21)]
-    for k in range(12):
-        for run, x in zip(rng.sample(range(21), 21), samples[21 * k : 21 * (k + 1)], strict=True):
-            dealt[run].append(x)
-    medians = [float(np.median(d)) for d in dealt]
-    b = with_runs(runs(*medians[:5]))
-    cs = [compare(b, m, gpu_uuid=UUID, level=0.05 / 16) for m in medians[5:]]
-    assert [c.change for c in settle(cs) if c is not None].count(REGRESSION) == 0
+    flagged = 0
+    for seed in range(100):
+        rng = random.Random(seed)
+        dealt: list[list[float]] = [[] for _ in range(21)]
+        for k in range(12):
+            for run, x in zip(rng.sample(range(21), 21), samples[21 * k : 21 * (k + 1)], strict=True):
+                dealt[run].append(x)
+        medians = [float(np.median(d)) for d in dealt]
+        b = with_runs(runs(*medians[:5]))
+        cs = [compare(b, m, gpu_uuid=UUID, level=0.05 / 16) for m in medians[5:]]
+        flagged += REGRESSION in [c.change for c in settle(cs) if c is not None]
+    assert flagged <= 15, f"{flagged} of 100 deals of identical runs flagged a regression"
 
 
 def test_a_prior_from_the_matrix_lets_a_row_of_three_runs_see_what_its_own_spread_cannot() -> None:
