@@ -157,7 +157,7 @@ def test_accuracy_floors_of_the_floors_file_pass_fail_or_stay_inconclusive(
             "98.75% confidence: agreement 98.52% [[]*[]], at least 99.90% (too strict for 4 bits); check the recipe "
             "and its calibration, or the floor, then run again: pytest --gpu-bench *",
             "*InconclusiveFloor: int8 via fake-quant on the digits folder*: accuracy floor inconclusive at 98.75% "
-            "confidence: drop -0.37 [[]*[]] points, at most 0.1 *more images would decide it*",
+            "confidence: drop * [[]*[]] points, at most 0.1 *more images would decide it*",  # the drop moves with torch
             "*vitperf accuracy (digits folder, *",
             "precision * via * floor * ms * vs fp16",
             "fp32 * torch engine (cpu) * pass *",
