@@ -89,8 +89,8 @@ def test_an_interval_that_straddles_its_floor_is_inconclusive(
         result.stdout.fnmatch_lines(["*bf16-again is *x faster than bf16, not told apart from the floor 1.00x*"])
 
 
-# Each precision's second build is 2 ms slower (a busy wait after every launch): a spread between builds that no
-# number of rounds averages away.
+# Each precision's second build is 10% slower (the plugin's own calibrated delay after every launch): a spread
+# between builds that no number of rounds averages away.
 UNEVEN = AGAIN + """
 from pytest_vitperf.engines.backends.torch import TorchBackend
 from pytest_vitperf.engines.delay import inject
