@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import re
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -96,17 +94,18 @@ def test_every_vitperf_example_parses(page: Path, capsys: pytest.CaptureFixture[
             assert done.value.code == 0
 
 
-def test_every_pytest_example_parses(tmp_path: Path) -> None:
+def test_every_pytest_example_parses(pytester: pytest.Pytester) -> None:
     """pytest parses every example and collects its tests (an unknown or misspelt option exits 4; --help would not
     notice one). They run in an empty folder with suites/ linked in, so that nothing lands in the checkout; xdist's
-    `-n auto` becomes `-n 0`, since on a CPU more than one worker is a usage error."""
-    (tmp_path / "suites").symlink_to(REPO / "suites")
+    `-n auto` becomes `-n 0`, since on a CPU more than one worker is a usage error. In this process: a fresh
+    interpreter for each would import torch, timm and Model Optimizer a dozen times over."""
+    (pytester.path / "suites").symlink_to(REPO / "suites")
     examples = {shlex.join(w): w for page in GUIDE for w in _commands(page, "pytest")}
     for line, words in examples.items():
         words = ["0" if w == "auto" and words[i - 1] == "-n" else w for i, w in enumerate(words)]
-        argv = [sys.executable, "-m", "pytest", *words, "--collect-only", "-q", "-p", "no:cacheprovider"]
-        done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0, f"`pytest {line}` does not parse:\n{(done.stdout + done.stderr)[-2000:]}"
+        done = pytester.runpytest(*words, "--collect-only", "-q", "-p", "no:cacheprovider")
+        out = "\n".join(done.outlines + done.errlines)[-2000:]
+        assert done.ret == 0, f"`pytest {line}` does not parse:\n{out}"
 
 
 def test_every_option_is_in_the_options_page() -> None:
