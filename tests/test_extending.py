@@ -40,7 +40,7 @@ class OrtEngine:
         self.session, self.model_name, self.precision, self.batch = session, model_name, precision, batch
         self.clock = PerfCounterClock()
         i = session.get_inputs()[0]
-        self.feed = {i.name: fixed_input((batch, 3, 224, 224)).numpy()}  # the input every engine runs
+        self.feed = {i.name: fixed_input(tuple(i.shape)).numpy()}  # the input every engine runs; static shape
 
     def launch(self):
         self.session.run(None, self.feed)
@@ -105,8 +105,9 @@ def _rows(result: pytest.RunResult) -> dict[str, dict[str, str]]:
     top = next(i for i, line in enumerate(lines) if line.startswith("model ") and "vs fp16" in line)
     starts = [(m.start(), m.group()) for m in re.finditer(r"\S+(?: \S+)*", lines[top])]
     out = {}
+    model = lines[top + 2].split()[0]
     for line in lines[top + 2 :]:
-        if not line.startswith("vit_"):
+        if not line.startswith(model + " "):
             break
         ends = [s for s, _ in starts[1:]] + [len(line)]
         row = {name: line[s:e].strip() for (s, name), e in zip(starts, ends, strict=True)}
@@ -126,7 +127,7 @@ def test_a_variant_registered_in_a_conftest_is_benchmarked_against_fp16(
     assert re.fullmatch(INTERVAL + " vs fp32", rows["fp16-vs-fp32"]["vs fp16"])
     assert rows["fp16"]["SM MHz"] == "-"  # no GPU clock on a CPU
     result.stdout.fnmatch_lines(  # what the precision could not quantize in this model, once however many batches
-        ["note: vit_tiny_patch16_224 int8-cpu: 49 Linears in int8 (*); layer types it does not convert, kept in high "
+        ["note: test_vit int8-cpu: 25 Linears in int8 (*); layer types it does not convert, kept in high "
          "precision: Conv2d x1 (patch_embed.proj)"]
     )  # fmt: skip
     # Unknown names are still refused, listing the registered variant among the valid ones.

@@ -54,7 +54,7 @@ def test_two_builds_a_precision_carry_their_spread_into_the_interval(suite: pyte
     assert info["builds"] == 2 and sorted(info["built"]) == ["fp16#0", "fp16#1", "fp32#0", "fp32#1"]
     assert fp32["extra_info"]["vitperf"]["rounds"] == [8] * 6  # 3 rounds of build 0, then 3 of build 1
     assert set(info["spread"]) == {"time"} and info["spread"]["time"]["df"] == 2  # no clock on a CPU: no cycles
-    result.stdout.fnmatch_lines(["vit_tiny_patch16_224 * fp32 * *x [[]*, *] * no floor*"])
+    result.stdout.fnmatch_lines(["test_vit * fp32 * *x [[]*, *] * no floor*"])
 
 
 def test_an_injected_delay_is_seen_and_said_loudly(aa: pytest.Pytester) -> None:
@@ -68,7 +68,7 @@ def test_an_injected_delay_is_seen_and_said_loudly(aa: pytest.Pytester) -> None:
             "*bf16-again is 0.[678]*x faster than bf16, below the floor 0.95x (time, 0.[678]*x [[]*] at 98.33%)*",
             "*= vitperf summary =*",
             "!!! SENSITIVITY SELF-TEST*",
-            "vit_tiny_patch16_224 * bf16-again * 0.[678]*x [[]*, *] vs bf16 * FAIL (floor 0.95x)*",
+            "test_vit * bf16-again * 0.[678]*x [[]*, *] vs bf16 * FAIL (floor 0.95x)*",
         ]
     )
 
@@ -84,7 +84,7 @@ def test_an_interval_that_straddles_its_floor_is_inconclusive(
     args = ("--vitperf-precisions=bf16,bf16-again", "--vitperf-confidence=0.999999", "--vitperf-round-budget-s=0")
     result = aa.runpytest(*FAST, *args, f"--vitperf-inconclusive={outcome}", "-rx")
     result.assert_outcomes(**counts)
-    result.stdout.fnmatch_lines(["vit_tiny_patch16_224 * bf16-again * inconclusive (floor 1.00x)*"])
+    result.stdout.fnmatch_lines(["test_vit * bf16-again * inconclusive (floor 1.00x)*"])
     if outcome != "xfail":
         result.stdout.fnmatch_lines(["*bf16-again is *x faster than bf16, not told apart from the floor 1.00x*"])
 
@@ -165,7 +165,7 @@ def test_engines_that_do_not_fit_together_are_timed_one_block_each(suite: pytest
     result = suite.runpytest(*FAST, "--vitperf-precisions=fp16,bf16", "--vitperf-backend=tight")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(
-        ["vit_tiny_patch16_224 * fp16 * tight * reference; sequential*", "vit_tiny_patch16_224 * bf16 * sequential*"]
+        ["test_vit * fp16 * tight * reference; sequential*", "test_vit * bf16 * sequential*"]
     )
 
 

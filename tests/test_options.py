@@ -249,7 +249,7 @@ def test_max_noise_is_recorded_and_a_missed_target_is_noted(suite: pytest.Pytest
             "--vitperf-min-iterations=8")  # fmt: skip
     result = suite.runpytest(*FAST, *args)
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["note: vit_tiny_patch16_224 fp32 b1: the median's 95% confidence half-width is *"])
+    result.stdout.fnmatch_lines(["note: test_vit fp32 b1: the median's 95% confidence half-width is *"])
 
 
 def test_cold_evicts_the_cache_outside_the_timed_region_and_says_so(suite: pytest.Pytester) -> None:
@@ -257,7 +257,7 @@ def test_cold_evicts_the_cache_outside_the_timed_region_and_says_so(suite: pytes
     result.assert_outcomes(passed=1)
     assert only(data, "fp32")["options"]["cold"] is True
     result.stdout.fnmatch_lines(
-        ["model * backend  mode * median ms*", "vit_tiny_patch16_224  fp32 * eager, cold cache *"]
+        ["model * backend  mode * median ms*", "test_vit  fp32 * eager, cold cache *"]
     )
     _, data = run_json(suite, "--vitperf-precisions=fp32", "--vitperf-min-iterations=5")
     assert "cold" not in only(data, "fp32")["options"]
@@ -281,4 +281,4 @@ def test_compile_uses_the_cache_dir_for_inductor(suite: pytest.Pytester) -> None
 def test_compile_auto_is_eager_on_a_cpu_and_the_summary_says_how_it_ran(suite: pytest.Pytester) -> None:
     result, data = run_json(suite, "--vitperf-precisions=fp32")
     assert only(data, "fp32")["options"]["compile"] == "off"  # auto resolves to eager without a GPU
-    result.stdout.fnmatch_lines(["model * backend  mode * median ms*", "vit_tiny_patch16_224  fp32 * torch    eager *"])
+    result.stdout.fnmatch_lines(["model * backend  mode * median ms*", "test_vit  fp32 * torch    eager *"])

@@ -50,9 +50,9 @@ def test_summary_table_has_every_column_and_speedup(suite: pytest.Pytester) -> N
             "device: CPU *",
             "model * precision * batch * backend * median ms * p90 ms * p99 ms * CoV * img/s * cos vs fp32 * vs fp16 "
             "* verdict",
-            "vit_tiny_patch16_224 * fp32 * 1 * torch * 1.00000 * *x [[]*, *] * no floor*",
-            "vit_tiny_patch16_224 * fp16 * 1 * torch * [01].[09]???? * 1.00x * reference*",
-            "vit_tiny_patch16_224 * bf16 * 1 * torch * 0.999* * *x [[]*, *] * no floor*",
+            "test_vit * fp32 * 1 * torch * 1.00000 * *x [[]*, *] * no floor*",
+            "test_vit * fp16 * 1 * torch * [01].[09]???? * 1.00x * reference*",
+            "test_vit * bf16 * 1 * torch * 0.999* * *x [[]*, *] * no floor*",
             "intervals: 95%, over 3 interleaved rounds per family and 1 build(s) per precision*",
         ]
     )
@@ -73,7 +73,7 @@ def test_floor_below_the_speedup_passes_and_shows_in_summary(suite: pytest.Pytes
     floors(suite.path / "floors.json", "bf16", 0.01)
     result = suite.runpytest(*FAST, "--vitperf-precisions=fp16,bf16")
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["vit_tiny_patch16_224 * bf16 * pass (floor 0.01x)*"])
+    result.stdout.fnmatch_lines(["test_vit * bf16 * pass (floor 0.01x)*"])
 
 
 def test_floor_above_the_speedup_fails_with_both_medians_and_the_fix(suite: pytest.Pytester) -> None:
@@ -86,10 +86,10 @@ def test_floor_above_the_speedup_fails_with_both_medians_and_the_fix(suite: pyte
             "*in time *x [[]*, *] at 95% over 3 rounds",
             "*fp16 median * ms (n=24, CoV *)",
             "*bf16 median * ms (n=24, CoV *)",  # 3 rounds of 8 turns
-            "*vit_tiny_patch16_224 batch 1, torch 2.*",
+            "*test_vit batch 1, torch 2.*",
             "*lower the floor in the floors file; to re-measure run:",
-            "*pytest --gpu-bench 'test_vit_latency.py::test_latency?vit_tiny_patch16_224-b1-bf16?'",
-            "vit_tiny_patch16_224 * bf16 * FAIL (floor 1000.00x)*",
+            "*pytest --gpu-bench 'test_vit_latency.py::test_latency?test_vit-b1-bf16?'",
+            "test_vit * bf16 * FAIL (floor 1000.00x)*",
         ]
     )
 
@@ -126,8 +126,8 @@ def test_benchmark_json_holds_the_measured_samples(suite: pytest.Pytester) -> No
     result.assert_outcomes(passed=1)
     data = json.loads(out.read_text())
     (b,) = data["benchmarks"]
-    assert b["params"] == {"model": "vit_tiny_patch16_224", "precision": "fp16", "batch": 1}
-    assert b["group"] == "vitperf vit_tiny_patch16_224 b1"
+    assert b["params"] == {"model": "test_vit", "precision": "fp16", "batch": 1}
+    assert b["group"] == "vitperf test_vit b1"
     stats, ours = b["stats"], b["extra_info"]["vitperf"]
     assert len(stats["data"]) == stats["rounds"] == ours["n"] == 4 * 8  # 4 rounds of 8 one-launch turns
     assert stats["median"] * 1e3 == pytest.approx(ours["median"])
@@ -177,9 +177,9 @@ def test_xdist_workers_report_to_one_summary(suite: pytest.Pytester) -> None:
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines_random(
         [
-            "vit_tiny_patch16_224 * fp16 * 1 * torch * reference*",
-            "vit_tiny_patch16_224 * bf16 * 1 * torch * no floor*",
-            "vit_tiny_patch16_224 * fp32 * 1 * torch * no floor*",
+            "test_vit * fp16 * 1 * torch * reference*",
+            "test_vit * bf16 * 1 * torch * no floor*",
+            "test_vit * fp32 * 1 * torch * no floor*",
         ]
     )
 
@@ -217,6 +217,6 @@ def test_kernels_option_prints_where_the_time_goes(suite: pytest.Pytester) -> No
     assert len(lines) == 2  # one per measurement: fp32 and its fp16 reference
     assert all(" ms op self time: gemm " in x for x in lines), lines  # GEMMs lead a ViT on the CPU
     (why,) = [x for x in result.stdout.lines if x.startswith("why: ")]
-    assert why.startswith("why: vit_tiny_patch16_224 fp32 b1 vs fp16: GEMMs ") and "if nothing else changed" in why
+    assert why.startswith("why: test_vit fp32 b1 vs fp16: GEMMs ") and "if nothing else changed" in why
     without = suite.runpytest(*FAST, "--vitperf-precisions=fp32")
     assert not any(x.startswith("kernels: ") for x in without.stdout.lines)

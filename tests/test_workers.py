@@ -142,16 +142,16 @@ def test_one_reference_per_family_one_summary_one_json(suite: pytest.Pytester) -
                         "--vitperf-baseline-dir=bl", "--benchmark-json=out.json")  # fmt: skip
     r.assert_outcomes(passed=6)
     out = r.stdout.str()
-    summary_rows = re.findall(r"^vit_tiny_patch16_224 +(\w+) +(\d+) +torch ", out, re.M)
+    summary_rows = re.findall(r"^test_vit +(\w+) +(\d+) +torch ", out, re.M)
     assert sorted(summary_rows) == sorted((p, b) for p in ("fp16", "bf16", "fp32") for b in ("1", "2"))
-    baseline_rows = re.findall(r"^vit_tiny_patch16_224 +(\w+) +(\d+) +- .*missing$", out, re.M)
+    baseline_rows = re.findall(r"^test_vit +(\w+) +(\d+) +- .*missing$", out, re.M)
     assert sorted(baseline_rows) == sorted(summary_rows)  # each once, though both workers could have measured fp16
     benchmarks = json.loads((suite.path / "out.json").read_text())["benchmarks"]
-    cases = [f"vit_tiny_patch16_224-b{b}-{p}" for p in ("fp16", "bf16", "fp32") for b in (1, 2)]
+    cases = [f"test_vit-b{b}-{p}" for p in ("fp16", "bf16", "fp32") for b in (1, 2)]
     assert sorted(b["name"] for b in benchmarks) == sorted(f"test_latency[{c}]" for c in cases)
     by_worker: dict[str, set[str]] = defaultdict(set)
     for line in r.stdout.lines:
-        m = re.match(r"(gw\d) on CPU: start-up torch import \+ device probe [\d.]+ s, vit_tiny_patch16_224 [\d.]+ s; "
+        m = re.match(r"(gw\d) on CPU: start-up torch import \+ device probe [\d.]+ s, test_vit [\d.]+ s; "
                      r"engines prepared in [\d.]+ s; measured (.*); time: \d+ s since the plugin started: .*$",
                      line)  # fmt: skip
         if m:
@@ -159,7 +159,7 @@ def test_one_reference_per_family_one_summary_one_json(suite: pytest.Pytester) -
     assert sorted(by_worker) == ["gw0", "gw1"]
     assert by_worker["gw0"].isdisjoint(by_worker["gw1"])  # fp16 b1 and b2 each measured by one worker
     for batch in (1, 2):
-        family = {f"vit_tiny_patch16_224-{p}-b{batch}" for p in ("fp16", "bf16", "fp32")}
+        family = {f"test_vit-{p}-b{batch}" for p in ("fp16", "bf16", "fp32")}
         assert any(family <= labels for labels in by_worker.values())
 
 
