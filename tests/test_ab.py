@@ -234,7 +234,7 @@ def test_vitperf_ab_finds_a_candidate_five_times_slower(
     assert code == EXIT_SLOWER, capsys.readouterr().out
     data = json.loads(out["json"].read_text())
     (row,) = data["rows"]
-    assert row["name"] == "vit_tiny_patch16_224 fp32 b1" and row["verdict"] == SLOWER and row["rounds"] == 3
+    assert row["name"] == "test_vit fp32 b1" and row["verdict"] == SLOWER and row["rounds"] == 3
     assert 3 < row["interval"]["estimate"] < 8
     assert "**SLOWER**" in out["md"].read_text() and json.loads(out["export"].read_text())[0]["unit"] == "B/A"
     assert data["compile"] == "off" and "engines built each process, torch mode `off`" in out["md"].read_text()
