@@ -94,16 +94,16 @@ def test_precisions_batch_sizes_and_models_shape_the_parametrization(suite: pyte
         *FAST,
         "--vitperf-precisions=bf16,fp32",
         "--vitperf-batch-sizes=2,1",
-        "--vitperf-models=vit_tiny",
+        "--vitperf-models=test_vit",
         "-v",
     )
     result.assert_outcomes(passed=4)
     result.stdout.fnmatch_lines(
         [
-            "*test_latency?vit_tiny_patch16_224-b2-bf16? PASSED*",
-            "*test_latency?vit_tiny_patch16_224-b2-fp32? PASSED*",
-            "*test_latency?vit_tiny_patch16_224-b1-bf16? PASSED*",
-            "*test_latency?vit_tiny_patch16_224-b1-fp32? PASSED*",
+            "*test_latency?test_vit-b2-bf16? PASSED*",
+            "*test_latency?test_vit-b2-fp32? PASSED*",
+            "*test_latency?test_vit-b1-bf16? PASSED*",
+            "*test_latency?test_vit-b1-fp32? PASSED*",
         ]
     )
 
@@ -152,7 +152,7 @@ def test_ini_values_apply_and_command_line_wins(suite: pytest.Pytester) -> None:
 
 def test_the_rounds_options_have_ini_twins(suite: pytest.Pytester) -> None:
     suite.makeini(
-        "[pytest]\nvitperf_gpu_bench = true\nvitperf_precisions = bf16\nvitperf_warmup_ms = 0\n"
+        "[pytest]\nvitperf_gpu_bench = true\nvitperf_models = test_vit\nvitperf_precisions = bf16\nvitperf_warmup_ms = 0\n"
         "vitperf_batch_sizes = 1\nvitperf_rounds = 4\nvitperf_slice_ms = 1\nvitperf_seed = 11\n"
         "vitperf_confidence = 90%\nvitperf_round_budget_s = 0\nvitperf_inconclusive = fail\n"
     )
