@@ -152,8 +152,8 @@ def test_ini_values_apply_and_command_line_wins(suite: pytest.Pytester) -> None:
 
 def test_the_rounds_options_have_ini_twins(suite: pytest.Pytester) -> None:
     suite.makeini(
-        "[pytest]\nvitperf_gpu_bench = true\nvitperf_models = test_vit\nvitperf_precisions = bf16\nvitperf_warmup_ms = 0\n"
-        "vitperf_batch_sizes = 1\nvitperf_rounds = 4\nvitperf_slice_ms = 1\nvitperf_seed = 11\n"
+        "[pytest]\nvitperf_gpu_bench = true\nvitperf_models = test_vit\nvitperf_precisions = bf16\n"
+        "vitperf_warmup_ms = 0\nvitperf_batch_sizes = 1\nvitperf_rounds = 4\nvitperf_slice_ms = 1\nvitperf_seed = 11\n"
         "vitperf_confidence = 90%\nvitperf_round_budget_s = 0\nvitperf_inconclusive = fail\n"
     )
     out = suite.path / "bench.json"

@@ -23,6 +23,7 @@ NARROW = {
     "test_attention_shapes.py": ("-k", "vit_tiny"),
     "test_quantization_coverage.py": ("-k", "full_recipes and fp8 and not mxfp8"),  # one vit_base export (~30 s)
     "test_plans.py": ("-k", "fp8-attn"),  # one vit_tiny export and TensorRT-RTX build
+    "test_gemm.py": ("-k", "m1-n4096-k4096"),  # one decode shape: 4096-cubed products take seconds on a CPU
 }
 # Nothing of it runs without trtexec and TensorRT: every case skips, and none may fail on the path options.
 ALL_SKIP = {"test_backend_agreement.py"}
