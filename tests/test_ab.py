@@ -227,11 +227,17 @@ def test_vitperf_ab_finds_a_candidate_five_times_slower(
              "--vitperf-compile", "off"]  # fmt: skip
     work.mkdir()
     (work / "round5-A.json").write_text("{}")  # an earlier run's: a new run must not keep it for a --resume to take
+    events = pytester.path / "events"  # each side's processes write when they start and end
+    pytester.makefile(".sh", side='echo "start $SIDE" >> events; "$@"; rc=$?; echo "end $SIDE" >> events; exit $rc')
+    a, b = (f"env SIDE={s} {extra}sh side.sh {sys.executable}" for s, extra in (("A", ""), ("B", "REPEAT=5 ")))
     # The 2-core CI machine drifts by tens of percent between processes: a 100% threshold, against a 5x candidate.
-    code = main(["ab", "--a", sys.executable, "--b", f"env REPEAT=5 {sys.executable}", "--rounds", "3",
+    code = main(["ab", "--a", a, "--b", b, "--rounds", "3",
                  "--threshold", "100%", "--work-dir", str(work), "--json", str(out["json"]),
                  "--markdown", str(out["md"]), "--export", str(out["export"]), "--", *suite])  # fmt: skip
     assert code == EXIT_SLOWER, capsys.readouterr().out
+    # the two prepare processes ran at once; then the rounds one process at a time, ABBA BAAB
+    assert sorted(events.read_text().split("\n")[:2]) == ["start A", "start B"]
+    assert events.read_text().split("\n")[4:-1] == [f"{e} {s}" for s in "ABBABA" for e in ("start", "end")]
     data = json.loads(out["json"].read_text())
     (row,) = data["rows"]
     assert row["name"] == "test_vit fp32 b1" and row["verdict"] == SLOWER and row["rounds"] == 3
@@ -246,7 +252,7 @@ def test_vitperf_ab_finds_a_candidate_five_times_slower(
     # --resume: a run cut off while B's third process ran reruns that round whole, and nothing else
     logs = {p.name: p.stat().st_mtime_ns for p in work.glob("*.log")}
     (work / "round2-B.json").write_text('{"benchmarks": [')  # cut off mid-write
-    again = ["ab", "--a", sys.executable, "--b", f"env REPEAT=5 {sys.executable}", "--rounds", "3",
+    again = ["ab", "--a", a, "--b", b, "--rounds", "3",
              "--threshold", "100%", "--work-dir", str(work), "--resume", "--", *suite]  # fmt: skip
     assert main(again) == EXIT_SLOWER
     rerun = {name for name, t in logs.items() if (work / name).stat().st_mtime_ns != t}

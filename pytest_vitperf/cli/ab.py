@@ -1,11 +1,11 @@
 """`vitperf ab`: the current environment (A) and a candidate (B) measured side by side on one GPU.
 
 Each side is a venv, a Python interpreter, or a command prefix that starts one (a container run), with
-pytest-vitperf installed. Each side first runs the suites once into its own cache folder (not timed), which keeps
-what every build of the same inputs reproduces (exports, calibrations, converted models, and Inductor's kernels
-compiled without timed choices). Then every round runs one fresh process per side, in ABBA BAAB order; each builds
-whatever else its engines need (a build that times candidates is a draw: two compiles of one engine differed by up
-to 7.5%), so that the rounds' B/A ratios sample builds as well as processes (verdicts/ab.py).
+pytest-vitperf installed. Each side first runs the suites once into its own cache folder (not timed; both sides at
+once), which keeps what every build of the same inputs reproduces (exports, calibrations, converted models, and
+Inductor's kernels compiled without timed choices). Then every round runs one fresh process per side, in ABBA BAAB
+order; each builds whatever else its engines need (a build that times candidates is a draw: two compiles of one
+engine differed by up to 7.5%), so that the rounds' B/A ratios sample builds as well as processes (verdicts/ab.py).
 With a time budget, rows still unknown get more rounds, four at a time.
 """
 
@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -173,6 +174,21 @@ def _round(
     return a, b
 
 
+def _prepare(commands: dict[str, list[str]], work: Path, args: argparse.Namespace, env: dict[str, str]) -> None:
+    """Both sides' prepare processes, at once: the rounds borrow only what every build reproduces, which contention
+    cannot change, and a cold prepare takes about 100 s a side. With --reuse-compiles the rounds load every build of
+    the prepare, timed choices included, so one side at a time: both at once once left an A/A's side B with an FP16
+    b64 kernel 3.3% slower in every round (H100)."""
+    if args.reuse_compiles:
+        for s in "AB":
+            _process(commands[s], s, "prepare", work, args, env)
+        return
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        started = [pool.submit(_process, commands[s], s, "prepare", work, args, env) for s in "AB"]
+        for future in started:
+            future.result()  # a side that failed raises here, after both have ended
+
+
 def _again(args: argparse.Namespace) -> str:
     """The command as given, to end a failure message with."""
     opts = [f"--a {shlex.quote(args.a)}", f"--b {shlex.quote(args.b)}", f"--rounds {args.rounds}"]
@@ -210,10 +226,7 @@ def _ab(args: argparse.Namespace) -> int:
     try:
         looks = _begin(work, args)
         if not (args.resume and all(_recorded(work, "prepare", s, args) for s in "AB")):
-            # Builds and compiles into each side's own cache; not timed, but one side at a time: with both at once,
-            # an A/A on an H100 read FP16 b64 3.3% slower on side B in every round (autotuned under contention?).
-            for s in "AB":
-                _process(commands[s], s, "prepare", work, args, env)
+            _prepare(commands, work, args, env)
         rounds: list[tuple[Process, Process]] = []
         planned = args.rounds
         while True:
