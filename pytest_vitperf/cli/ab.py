@@ -31,7 +31,7 @@ from pytest_vitperf.options.parsers import parse_threshold
 if TYPE_CHECKING:
     from pytest_vitperf.verdicts.ab import Process
 
-EXAMPLE = "vitperf ab --a .venv --b /opt/candidate-venv --rounds 8 -- suites/test_vit_latency.py"
+EXAMPLE = "vitperf ab --a .venv --b /opt/candidate-venv --budget-s 600 -- suites/test_vit_latency.py"
 
 
 def side_command(env: str) -> list[str]:
@@ -263,7 +263,7 @@ def add(sub: Any) -> None:
     ab = sub.add_parser("ab", help="measure a candidate environment against the current one, alternating on one GPU")
     ab.add_argument("--a", required=True, help="the current environment: a venv, a python, or a command prefix")
     ab.add_argument("--b", required=True, help="the candidate, in the same forms")
-    ab.add_argument("--rounds", type=int, default=6, help="pairs of processes to start with (6)")
+    ab.add_argument("--rounds", type=int, default=4, help="pairs of processes to start with (4: one ABBA block)")
     ab.add_argument("--budget-s", type=float, default=0.0, help="seconds in which rows still unknown get more rounds")
     ab.add_argument("--threshold", type=parse_threshold, default=0.02, help="the practical threshold (2%%)")
     ab.add_argument("--confidence", type=float, default=0.95, help="shared by every row and look (0.95)")

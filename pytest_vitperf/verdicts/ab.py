@@ -2,8 +2,9 @@
 alternate sides in a balanced order, so that what the machine does (clocks, heat, a neighbour) falls on both sides.
 
 One round is a pair of processes, one per side. A row's observation is the log of B's median over A's in that
-pair; the rounds' observations give an interval (stats.log_ratio_interval: Student's t on the log ratios), in time
-and, where both sides recorded SM clocks, in cycles. A row is
+pair; the rounds' observations give an interval (stats.moderated_intervals: Student's t on the log ratios, each row's
+spread moderated toward the matrix's, as limma does), in time and, where both sides recorded SM clocks, in cycles.
+A row is
 - SLOWER (FASTER) when Benjamini-Hochberg over the matrix keeps its test of a ratio of 1 and its estimate is beyond
   the practical threshold;
 - SAME when its interval, at the run's confidence shared by every row and look (Bonferroni), lies within the
@@ -24,7 +25,7 @@ from pytest_vitperf.verdicts.stats import (
     detectable_change,
     false_discoveries,
     family_wise,
-    log_ratio_interval,
+    moderated_intervals,
 )
 
 SAME, SLOWER, FASTER, UNKNOWN = "SAME", "SLOWER", "FASTER", "UNKNOWN"
@@ -116,14 +117,18 @@ def judge(
     FASTER, and shared by Bonferroni among the rows and the `looks` taken (each look after more rounds is one more
     chance to be wrong) for the intervals and SAME."""
     level = family_wise(confidence, len(rows) * looks)
-    judged = {k: (log_ratio_interval(_logs(p, False), level), log_ratio_interval(_logs(p, True), level))
-              for k, p in rows.items()}  # fmt: skip
+    # A speedup row's spread is read at its precision's latency: the rows' spreads follow their latencies.
+    at = {k: math.fsum(math.log(a.median_ms) for a, _ in p) / max(1, len(p)) for k, p in rows.items()}
+    at = {(name, what): at.get((name, LATENCY), 0.0) for name, what in rows}
+    times = moderated_intervals({k: _logs(p, False) for k, p in rows.items()}, at, level)
+    cycles = moderated_intervals({k: _logs(p, True) for k, p in rows.items()}, at, level)
+    judged = {k: (times[k], cycles[k]) for k in rows}
     p_values = {k: t.p_value for k, (t, _) in judged.items() if t is not None}
     kept = dict(zip(p_values, false_discoveries(list(p_values.values()), 1 - confidence), strict=True))
     out = []
     for (name, what), (t, c) in sorted(judged.items()):
         n = 0 if t is None else t.n
-        seen = math.inf if t is None else detectable_change(t.sd_log, n, level, threshold=threshold)
+        seen = math.inf if t is None else detectable_change(t.sd_log, n, level, threshold=threshold, df=t.df)
         out.append(Row(name, what, n, t, c, decide(t, kept.get((name, what), False), threshold), seen))
     return out
 

@@ -13,15 +13,17 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 CONFIDENCE = 0.95
 ROUNDING = 1e-12  # a log difference this small is floating-point rounding of equal latencies, not a change
 T_ON_LOG_RATIOS = "t on log ratios"
+MODERATED_T = "moderated t on log ratios"
 
 PASS, FAIL, UNKNOWN, INCONCLUSIVE = "pass", "FAIL", "unknown", "inconclusive"
+K = TypeVar("K", bound=Hashable)
 
 
 def exp_or_inf(x: float) -> float:
@@ -44,6 +46,7 @@ class Interval:
     sd_log: float
     p_value: float
     method: str = T_ON_LOG_RATIOS
+    df: float | None = None  # the t quantile's degrees of freedom where they are not n - 1 (a moderated spread)
 
     def contains(self, value: float) -> bool:
         return self.low <= value <= self.high
@@ -91,6 +94,39 @@ def log_ratio_interval(log_ratios: Sequence[float], confidence: float = CONFIDEN
     )
 
 
+def moderated_intervals(
+    rows: Mapping[K, Sequence[float]], at: Mapping[K, float], confidence: float = CONFIDENCE
+) -> dict[K, Interval | None]:
+    """Each row's interval of exp(mean log ratio), as log_ratio_interval gives it, but with the row's spread moderated
+    toward the matrix's (spread_prior over the rows' spreads, with a trend in their log latencies `at`; then
+    Spread.moderated): limma's moderated t (Smyth 2004). A row of a few observations borrows degrees of freedom from
+    rows of like spread, and its t quantile shrinks: at 4 observations and a 5% rate shared by 14 rows, from 7.5 to
+    at most 4.3. None below 3 observations."""
+    from scipy.stats import t
+
+    own: dict[K, tuple[float, float, int]] = {}
+    for k, logs in rows.items():
+        xs = [x for x in logs if math.isfinite(x)]
+        if len(xs) >= 3:
+            mean = math.fsum(xs) / len(xs)
+            own[k] = (mean, math.sqrt(math.fsum((x - mean) ** 2 for x in xs) / (len(xs) - 1)), len(xs))
+    spreads = {k: Spread(sd, n - 1, 1) for k, (_, sd, n) in own.items()}
+    prior = spread_prior(list(spreads.values()), [at[k] for k in spreads])
+    out: dict[K, Interval | None] = dict.fromkeys(rows)
+    for k, (mean, _, n) in own.items():
+        spread = spreads[k].moderated(prior, at[k])
+        se = spread.sd_log / math.sqrt(n)
+        if se == 0.0:  # identical observations in a matrix that lends nothing: the interval is the point
+            r = math.exp(mean)
+            out[k] = Interval(r, r, r, confidence, n, 0.0, 1.0 if mean == 0 else 0.0, MODERATED_T, spread.df)
+            continue
+        q = float(t.ppf(1 - (1 - confidence) / 2, spread.df))
+        p = float(2 * t.sf(abs(mean) / se, spread.df))
+        out[k] = Interval(math.exp(mean), exp_or_inf(mean - q * se), exp_or_inf(mean + q * se), confidence, n,
+                          spread.sd_log, p, MODERATED_T, spread.df)  # fmt: skip
+    return out
+
+
 def ratio_interval(
     numerators: Sequence[float], denominators: Sequence[float], confidence: float = CONFIDENCE
 ) -> Interval | None:
@@ -135,13 +171,19 @@ def false_discoveries(p_values: Sequence[float], rate: float = 1.0 - CONFIDENCE)
 
 
 def detectable_change(
-    sd_log: float, n: int, confidence: float = CONFIDENCE, power: float = 0.8, threshold: float = 0.0
+    sd_log: float,
+    n: int,
+    confidence: float = CONFIDENCE,
+    power: float = 0.8,
+    threshold: float = 0.0,
+    df: float | None = None,
 ) -> float:
     """The smallest relative change that n paired observations with this spread flag with probability `power`, by a
-    two-sided test at `confidence` whose verdict also asks the estimate to exceed `threshold`. inf below 3."""
+    two-sided test at `confidence` whose verdict also asks the estimate to exceed `threshold`; `df` where the spread
+    has other than n - 1 degrees of freedom (moderated). inf below 3."""
     if n < 3:
         return math.inf
-    return _detectable(sd_log / math.sqrt(n), n - 1, 1 - confidence, power, threshold)
+    return _detectable(sd_log / math.sqrt(n), n - 1 if df is None else df, 1 - confidence, power, threshold)
 
 
 def _detectable(se: float, df: float, level: float, power: float, threshold: float = 0.0) -> float:
