@@ -24,7 +24,7 @@ def markdown(rows: Sequence[Row], facts: dict[str, Any]) -> list[str]:
         "B/A above 1: "
         f"B is slower. SAME: the interval lies within ±{facts['threshold']:.0%}; SLOWER / FASTER: beyond it, "
         f"Benjamini-Hochberg at {1 - facts['confidence']:.0%} over {len(rows)} rows; intervals at the rows' and "
-        "looks' shared confidence.",
+        "looks' shared confidence, each row's spread moderated toward the others'.",
         "",
         "| row | what | B/A, time | B/A, cycles | rounds | can see | verdict |",
         "|---|---|---|---|---|---|---|",

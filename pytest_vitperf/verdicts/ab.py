@@ -117,9 +117,10 @@ def judge(
     FASTER, and shared by Bonferroni among the rows and the `looks` taken (each look after more rounds is one more
     chance to be wrong) for the intervals and SAME."""
     level = family_wise(confidence, len(rows) * looks)
-    # A speedup row's spread is read at its precision's latency: the rows' spreads follow their latencies.
-    at = {k: math.fsum(math.log(a.median_ms) for a, _ in p) / max(1, len(p)) for k, p in rows.items()}
-    at = {(name, what): at.get((name, LATENCY), 0.0) for name, what in rows}
+    # Spreads follow latencies (short products spread more): a row's is read at its precision's log latency.
+    latency = {k[0]: math.fsum(math.log(a.median_ms) for a, _ in p) / len(p) for k, p in rows.items()
+               if k[1] == LATENCY and p}  # fmt: skip
+    at = {k: latency.get(k[0], 0.0) for k in rows}
     times = moderated_intervals({k: _logs(p, False) for k, p in rows.items()}, at, level)
     cycles = moderated_intervals({k: _logs(p, True) for k, p in rows.items()}, at, level)
     judged = {k: (times[k], cycles[k]) for k in rows}
