@@ -54,12 +54,21 @@ def test_each_round_pairs_a_row_with_itself_and_speedups_come_from_each_process(
     assert ra.median_ms == pytest.approx(5 / 6) and rb.median_ms == pytest.approx(5 / 6.3)
 
 
-def _rounds(rng: np.random.Generator, n: int, shifts: dict[str, float], sd: float = 0.005) -> list:
-    """n rounds of recorded medians: each row's B is its A times exp(shift), with noise sd on each side."""
+def _rounds(
+    rng: np.random.Generator,
+    n: int,
+    shifts: dict[str, float],
+    sd: float | dict[str, float] = 0.005,
+    latency: dict[str, float] | None = None,
+) -> list:
+    """n rounds of recorded medians: each row's B is its A times exp(shift), with noise sd (one for all rows, or each
+    row's) on each side, around the row's latency (1 ms unless given)."""
+    sds = sd if isinstance(sd, dict) else dict.fromkeys(shifts, sd)
+    ms = latency or {}
     out = []
     for _ in range(n):
-        a = {name: Side(float(np.exp(rng.normal(0, sd)))) for name in shifts}
-        b = {name: Side(float(np.exp(s + rng.normal(0, sd)))) for name, s in shifts.items()}
+        a = {name: Side(ms.get(name, 1.0) * float(np.exp(rng.normal(0, sds[name])))) for name in shifts}
+        b = {name: Side(ms.get(name, 1.0) * float(np.exp(s + rng.normal(0, sds[name])))) for name, s in shifts.items()}
         out.append((a, b))
     return out
 
@@ -200,13 +209,9 @@ def test_rows_of_unlike_spread_keep_the_rates_at_four_rounds() -> None:
     simulated runs); and a row truly 2.2% slower, among quiet rows, is called SAME at most 1% of the time."""
     rng = np.random.default_rng(8)
 
-    def rounds(n: int, rows: dict[str, tuple[float, float, float]]) -> list:
-        out = []
-        for _ in range(n):
-            a = {k: Side(lat * float(np.exp(rng.normal(0, sd)))) for k, (lat, sd, _) in rows.items()}
-            b = {k: Side(lat * float(np.exp(shift + rng.normal(0, sd)))) for k, (lat, sd, shift) in rows.items()}
-            out.append((a, b))
-        return out
+    def rounds(n: int, rows: dict[str, tuple[float, float, float]]) -> list:  # rows: latency ms, sd, shift
+        shifts, sds, ms = ({k: v[i] for k, v in rows.items()} for i in (2, 1, 0))
+        return _rounds(rng, n, shifts, sds, ms)
 
     unlike = {f"m p{i} b1": (0.6, 0.003, 0.0) for i in range(6)}
     unlike |= {f"g p{i} b1": (0.02, 0.004 * (1 + i % 7), 0.0) for i in range(14)}

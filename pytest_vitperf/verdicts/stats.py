@@ -69,6 +69,18 @@ class Interval:
         return cls(**d)
 
 
+def _mean_sd(xs: Sequence[float]) -> tuple[float, float]:
+    """The mean and the sample standard deviation (n - 1) of two or more observations."""
+    mean = math.fsum(xs) / len(xs)
+    return mean, math.sqrt(math.fsum((x - mean) ** 2 for x in xs) / (len(xs) - 1))
+
+
+def _point(mean: float, confidence: float, n: int, method: str = T_ON_LOG_RATIOS, df: float | None = None) -> Interval:
+    """The interval of identical observations: the point itself, significant unless it is 1."""
+    r = math.exp(mean)
+    return Interval(r, r, r, confidence, n, 0.0, 1.0 if mean == 0 else 0.0, method, df)
+
+
 def log_ratio_interval(log_ratios: Sequence[float], confidence: float = CONFIDENCE) -> Interval | None:
     """The interval of exp(mean log ratio): Student's t on the observations' log ratios (scipy.stats.ttest_1samp),
     mapped back by exp. Log ratios, because a speedup is a ratio: its logarithm is symmetric (1.25x and 0.8x lie as
@@ -80,11 +92,9 @@ def log_ratio_interval(log_ratios: Sequence[float], confidence: float = CONFIDEN
         return None
     from scipy.stats import ttest_1samp
 
-    mean = math.fsum(xs) / n
-    sd = math.sqrt(math.fsum((x - mean) ** 2 for x in xs) / (n - 1))
+    mean, sd = _mean_sd(xs)
     if sd == 0.0:  # identical observations: scipy warns and answers NaN; the interval is the point
-        r = math.exp(mean)
-        return Interval(r, r, r, confidence, n, 0.0, 1.0 if mean == 0 else 0.0)
+        return _point(mean, confidence, n)
     with warnings.catch_warnings():  # nearly equal observations: scipy warns of precision loss, the interval stands
         warnings.simplefilter("ignore", RuntimeWarning)
         result = ttest_1samp(xs, 0.0)
@@ -108,8 +118,7 @@ def moderated_intervals(
     for k, logs in rows.items():
         xs = [x for x in logs if math.isfinite(x)]
         if len(xs) >= 3:
-            mean = math.fsum(xs) / len(xs)
-            own[k] = (mean, math.sqrt(math.fsum((x - mean) ** 2 for x in xs) / (len(xs) - 1)), len(xs))
+            own[k] = (*_mean_sd(xs), len(xs))
     spreads = {k: Spread(sd, n - 1, 1) for k, (_, sd, n) in own.items()}
     prior = spread_prior(list(spreads.values()), [at[k] for k in spreads])
     out: dict[K, Interval | None] = dict.fromkeys(rows)
@@ -117,8 +126,7 @@ def moderated_intervals(
         spread = spreads[k].moderated(prior, at[k])
         se = spread.sd_log / math.sqrt(n)
         if se == 0.0:  # identical observations in a matrix that lends nothing: the interval is the point
-            r = math.exp(mean)
-            out[k] = Interval(r, r, r, confidence, n, 0.0, 1.0 if mean == 0 else 0.0, MODERATED_T, spread.df)
+            out[k] = _point(mean, confidence, n, MODERATED_T, spread.df)
             continue
         q = float(t.ppf(1 - (1 - confidence) / 2, spread.df))
         p = float(2 * t.sf(abs(mean) / se, spread.df))
