@@ -172,7 +172,9 @@ def test_a_worker_that_goes_down_fails_the_run_and_says_so(suite: pytest.Pyteste
                 out["unsendable"] = object()  # execnet cannot send it: the worker goes down at its end
         """
     )
-    r = suite.runpytest(*FAST, "-n", "2", SHARE, "--vitperf-batch-sizes=1,2", "--vitperf-precisions=fp32")
+    # Without --max-worker-restart=0 xdist starts 8 more workers, each going down the same way (40 s more).
+    r = suite.runpytest(*FAST, "-n", "2", "--max-worker-restart=0", SHARE, "--vitperf-batch-sizes=1,2",
+                        "--vitperf-precisions=fp32")  # fmt: skip
     assert r.ret == pytest.ExitCode.TESTS_FAILED
     r.stdout.fnmatch_lines(
         ["vitperf: worker gw*: *DumpError* run it again, or in one process to see the error: pytest -n 0"]
