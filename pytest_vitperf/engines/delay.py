@@ -6,6 +6,10 @@ then says whether the change was seen. On a GPU the delay is a spin of a fixed n
 (`torch.cuda._sleep`), calibrated once against the engine's own time at the same moment: the engine and the spin
 slow down together when the power cap lowers the clock. On a CPU it is a busy wait of a fixed time.
 
+The spin draws less power than the kernels it stands for, so under the power cap the other engines of its family
+can run at a higher clock: beside +5% on FP8, FP16 b64 read 0.4-0.8% faster on an H200
+(docs/measurements/2026-11-27-h200-five-gates-one-board.md). Read a neighbour's small improvement in such a run as that.
+
 Off unless asked for; the header and the summary say so loudly, and a run with it cannot write baselines.
 """
 
