@@ -145,6 +145,23 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         collected(vs, session.items)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """With --vitperf-wait-for, wait for its file before anything touches the GPU: the header and collection probe
+    the device (vitperf ab's turns; workers.wait_for_turn). torch and timm are imported first, on the CPU."""
+    vs = get_session(session.config)
+    if vs.settings.enabled and vs.settings.wait_for is not None and not hasattr(session.config, "workerinput"):
+        import timm  # noqa: F401
+        import torch  # noqa: F401
+
+        from pytest_vitperf.workers import wait_for_turn
+
+        try:
+            vs.waited_s = wait_for_turn(vs.settings.wait_for)
+        except TimeoutError as exc:
+            pytest.exit(f"vitperf: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
+
+
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     session = get_session(config)
     tr = terminalreporter

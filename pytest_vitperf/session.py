@@ -75,6 +75,7 @@ class VitperfSession:
         self.families: dict[tuple[str, int, str], FamilyRun] = {}  # (model, batch, backend) -> what its rounds gave
         self.members_of: dict[tuple[str, int], dict[str, str]] = {}  # (model, batch) -> precision -> test node id
         self.floors_judged = 0  # floors the collected tests will judge: they share the run's confidence
+        self.waited_s = 0.0  # before its first test, for its turn on the GPU (--vitperf-wait-for)
         self.rows_gated = 0  # benchmark tests collected: the baseline gate's rows share its false-alarm rate
         self.seed = settings.seed if settings.seed is not None else secrets.randbelow(2**31)
 
@@ -175,8 +176,7 @@ class VitperfSession:
         return out
 
     def skip_reason(self, precision: str, backend: str | None = None) -> str | None:
-        """Why `precision` cannot be measured here (by `backend`, else the run's), or None. Nothing is built to find
-        out."""
+        """Why `precision` cannot be measured here (by `backend`, else the run's), or None; nothing is built."""
         chosen, reason = self.other_backend(backend) if backend is not None else self._backend
         if reason is not None:
             return reason
@@ -279,8 +279,7 @@ class VitperfSession:
         return list(self.members_of.get((model, batch), {}))
 
     def member_nodeid(self, run: FamilyRun, precision: str, request: Any) -> str:
-        """The test that owns a family member's measurement: its own test, or (a reference whose test was not
-        selected) the test that asked for the family."""
+        """The test that owns a family member's measurement: its own, or (a reference not selected) the family's."""
         return self.members_of.get((run.model, run.batch), {}).get(precision) or request.node.nodeid
 
     def measured_by(self, key: tuple[str, str, int, str]) -> str | None:
@@ -358,6 +357,7 @@ class VitperfSession:
             measure_s=round(self.measure_s, 1),
             timed_s=round(math.fsum(m.timed_s for k, m in self.measurements.items() if k in self._measured_here), 1),
             wall_s=round(time.perf_counter() - self.started, 1),
+            waited_s=self.waited_s,
         )
 
     def export(self, worker: str) -> dict[str, Any]:

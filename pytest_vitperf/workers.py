@@ -10,13 +10,15 @@ from __future__ import annotations
 import math
 import os
 import re
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from pytest_vitperf.core.precision import PRECISIONS
 from pytest_vitperf.engines.models import NAME, canonical_model_name
-from pytest_vitperf.options import SHARE_DEVICES
+from pytest_vitperf.options import SHARE_DEVICES, WAIT_FOR
 
 # Balancing modes that would split a family across workers; the others (loadscope, loadfile, each) are kept.
 BALANCING = ("load", "loadgroup", "worksteal")
@@ -40,6 +42,7 @@ class WorkerRecord:
     measure_s: float = 0.0  # wall time warming up and timing
     timed_s: float = 0.0  # the GPU time the samples cover
     wall_s: float = 0.0  # since the plugin started in this process
+    waited_s: float = 0.0  # waiting for its turn (--vitperf-wait-for)
 
 
 def time_account(w: WorkerRecord) -> str:
@@ -47,9 +50,10 @@ def time_account(w: WorkerRecord) -> str:
     correctness tests, exports). A warm run's engines come from the cache: their preparation is what it costs."""
     start = math.fsum(w.startup_s.values())
     each = f" ({w.prepare_s / w.engines:.1f} s each)" if w.engines else ""
-    rest = max(0.0, w.wall_s - start - w.prepare_s - w.measure_s)
+    rest = max(0.0, w.wall_s - w.waited_s - start - w.prepare_s - w.measure_s)
+    waited = f", {w.waited_s:.0f} s waiting for its turn" if w.waited_s else ""
     return (
-        f"{w.wall_s:.0f} s since the plugin started: {start:.0f} s start-up (torch, device, models), "
+        f"{w.wall_s:.0f} s since the plugin started: {start:.0f} s start-up (torch, device, models){waited}, "
         f"{w.prepare_s:.0f} s preparing {w.engines} engine(s){each}, {w.measure_s:.0f} s measuring "
         f"({w.timed_s:.0f} s timed, {max(0.0, w.measure_s - w.timed_s):.0f} s warm-up, clocks and turns), "
         f"{rest:.0f} s in the rest (accuracy and correctness tests, exports)"
@@ -155,3 +159,19 @@ def make_scheduler(config: Any, log: Any) -> Any:
             return family_of(nodeid) or super()._split_scope(nodeid)
 
     return FamilyScheduling(config, log)
+
+
+TURN_LIMIT_S = 4 * 3600.0  # longer than any process before it should run; a relay that died must not hold us forever
+
+
+def wait_for_turn(path: Path, limit_s: float = TURN_LIMIT_S, poll_s: float = 0.1) -> float:
+    """Block until `path` exists, and return the seconds waited. `vitperf ab` starts a side's next process while the
+    one before it runs and writes the file once that one has ended: this process starts and imports meanwhile, on
+    the CPU, and touches the GPU only in its turn."""
+    start = time.monotonic()
+    while not path.exists():
+        if time.monotonic() - start > limit_s:
+            raise TimeoutError(f"waited {limit_s:.0f} s for {path}, which vitperf ab writes when this process's turn "
+                               f"comes; run without {WAIT_FOR} to start at once")  # fmt: skip
+        time.sleep(poll_s)
+    return round(time.monotonic() - start, 1)

@@ -4,8 +4,10 @@ candidate whose model runs five times per call."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -13,7 +15,7 @@ import numpy as np
 import pytest
 
 from pytest_vitperf.cli import main
-from pytest_vitperf.cli.ab import _own_builds, compile_mode, shared_parts, suite_args
+from pytest_vitperf.cli.ab import SideFailed, _in_turn, _own_builds, compile_mode, shared_parts, suite_args
 from pytest_vitperf.engines import REPRODUCIBLE_PARTS
 from pytest_vitperf.report.ab import github_action_benchmark, markdown
 from pytest_vitperf.verdicts.ab import (
@@ -280,11 +282,20 @@ def test_exit_codes_and_markdown() -> None:
     assert entry["unit"] == "B/A" and entry["value"] == pytest.approx(1.1, rel=0.02)
 
 
+RUN_EVENT = """
+
+def pytest_runtest_setup(item):
+    with open("events", "a") as f:
+        f.write(f"run {os.environ['SIDE']}\\n")
+"""
+
+
 def test_vitperf_ab_finds_a_candidate_five_times_slower(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     pytester.makepyfile(test_tiny=TEST)
-    pytester.makeconftest(CONFTEST)
+    # each process also says when its test runs, which must be in its turn
+    pytester.makeconftest(CONFTEST + RUN_EVENT)
     monkeypatch.chdir(pytester.path)
     work = pytester.path / "ab"
     out = {k: pytester.path / f"ab.{k}" for k in ("json", "md", "export")}
@@ -300,9 +311,20 @@ def test_vitperf_ab_finds_a_candidate_five_times_slower(
                  "--threshold", "100%", "--work-dir", str(work), "--json", str(out["json"]),
                  "--markdown", str(out["md"]), "--export", str(out["export"]), "--", *suite])  # fmt: skip
     assert code == EXIT_SLOWER, capsys.readouterr().out
-    # the two prepare processes ran at once; then the rounds one process at a time, ABBA BAAB
-    assert sorted(events.read_text().split("\n")[:2]) == ["start A", "start B"]
-    assert events.read_text().split("\n")[4:-1] == [f"{e} {s}" for s in "ABBABA" for e in ("start", "end")]
+    # the two prepare processes ran at once; then the rounds' processes, ABBA BAAB, each running its test only once
+    # the one before it has ended, and each (after the first) started while the one before it ran
+    lines = events.read_text().split("\n")[:-1]
+    assert sorted(lines[:2]) == ["start A", "start B"] and sorted(lines[:6]) == sorted(f"{e} {s}" for s in "AB"
+                                                                                     for e in ("start", "run", "end"))
+    rounds = lines[6:]
+    assert [e for e in rounds if not e.startswith("start")] == [f"{e} {s}" for s in "ABBABA" for e in ("run", "end")]
+    starts, ends = (
+        [i for i, e in enumerate(rounds) if e.startswith(kind)] for kind in ("start", "end")
+    )
+    # the first two start together; which writes its line first is a race
+    started = [rounds[i][-1] for i in starts]
+    assert sorted(started[:2]) == ["A", "B"] and started[2:] == list("BABA")
+    assert all(starts[k] < ends[k - 1] for k in range(1, 6))
     data = json.loads(out["json"].read_text())
     (row,) = data["rows"]
     assert row["name"] == "test_vit fp32 b1" and row["verdict"] == SLOWER and row["rounds"] == 3
@@ -325,6 +347,31 @@ def test_vitperf_ab_finds_a_candidate_five_times_slower(
     assert json.loads((work / "ab-run.json").read_text())["looks"] == 2  # the first run's look counts too
     assert main([*again[:4], sys.executable, *again[5:]]) == 2  # another candidate: not this run
     assert "holds a run of other sides or suites" in capsys.readouterr().err
+
+
+SIDE_SCRIPT = """
+for a in "$@"; do case $a in --vitperf-wait-for=*) turn=${a#*=};; esac; done
+echo $$ > pid-$SIDE
+if [ -n "$turn" ]; then while [ ! -f "$turn" ]; do sleep 0.05; done; echo ran > ran-$SIDE; fi
+exit 3
+"""
+
+
+def test_a_failed_turn_leaves_no_process_waiting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Side A's process fails while B's next one waits for its turn: the failure is reported and B's process is
+    killed before its turn, its own build folder removed."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "side.sh").write_text(SIDE_SCRIPT)
+    commands = {s: ["env", f"SIDE={s}", "sh", "side.sh"] for s in "AB"}
+    args = argparse.Namespace(a="A", b="B", rounds=4, work_dir=tmp_path, reuse_compiles=False, resume=False,
+                              pytest_args=["suite.py"])  # fmt: skip
+    with pytest.raises(SideFailed, match="side A's round0 process exited 3 and wrote no measurements"):
+        _in_turn([("round0", "A"), ("round0", "B")], commands, tmp_path, args, dict(os.environ))
+    pid = int((tmp_path / "pid-B").read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # killed and reaped, not left waiting
+    assert not (tmp_path / "ran-B").exists() and not (tmp_path / "round0-B.turn").exists()
+    assert not list(tmp_path.glob("cache-*-round0"))
 
 
 def test_vitperf_ab_says_which_side_failed_and_refuses_too_few_rounds(

@@ -282,3 +282,22 @@ def test_compile_auto_is_eager_on_a_cpu_and_the_summary_says_how_it_ran(suite: p
     result, data = run_json(suite, "--vitperf-precisions=fp32")
     assert only(data, "fp32")["options"]["compile"] == "off"  # auto resolves to eager without a GPU
     result.stdout.fnmatch_lines(["model * backend  mode * median ms*", "test_vit  fp32 * torch    eager *"])
+
+
+def test_wait_for_runs_no_test_before_its_file_exists(suite: pytest.Pytester) -> None:
+    """--vitperf-wait-for (vitperf ab's turns): the run collects, then waits for the file; the time line says how long.
+    The file appears 2 s in, from another thread of this process."""
+    import threading
+
+    from pytest_vitperf.workers import wait_for_turn
+
+    turn = suite.path / "turn"
+    timer = threading.Timer(2.0, turn.touch)
+    timer.start()
+    result = suite.runpytest(*FAST, "--vitperf-precisions=fp32", f"--vitperf-wait-for={turn.name}")
+    timer.join()
+    result.assert_outcomes(passed=1)
+    (line,) = [x for x in result.outlines if x.startswith("time: ") and "waiting for its turn" in x]
+    assert float(line.split(" s waiting for its turn")[0].rsplit(", ", 1)[1]) >= 1.5
+    with pytest.raises(TimeoutError, match="run without --vitperf-wait-for to start at once"):
+        wait_for_turn(suite.path / "never", limit_s=0.2)

@@ -21,11 +21,12 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from pytest_vitperf.engines import INDUCTOR_PART, REPRODUCIBLE_PARTS
-from pytest_vitperf.options import COMPILE
+from pytest_vitperf.options import COMPILE, WAIT_FOR
 from pytest_vitperf.options.parsers import parse_threshold
 
 if TYPE_CHECKING:
@@ -64,26 +65,84 @@ class SideFailed(Exception):
     pass
 
 
-def _process(
-    cmd: list[str], side: str, label: str, work: Path, args: argparse.Namespace, env: dict[str, str]
-) -> Process:
-    """One fresh process of `side`; its rows by name. Its output is kept in the work folder. The prepare process (and
-    with --reuse-compiles every process) uses the side's cache; otherwise a round's process builds in a cache of its
-    own that borrows the side's reproducible parts, and is removed after it."""
-    out, log = work / f"{label}-{side}.json", work / f"{label}-{side}.log"
+@dataclass
+class _Running:
+    """A started process of one side; `cache` is its own build folder (removed when it ends), else None."""
+
+    popen: subprocess.Popen[bytes]
+    side: str
+    label: str
+    log: IO[bytes]
+    cache: Path | None
+
+
+def _start(
+    cmd: list[str], side: str, label: str, work: Path, args: argparse.Namespace, env: dict[str, str],
+    turn: Path | None = None,
+) -> _Running:  # fmt: skip
+    """A fresh process of `side`, its output kept in the work folder; with `turn`, it runs no test before that file
+    exists (--vitperf-wait-for). The prepare process (and with --reuse-compiles every process) uses the side's
+    cache; otherwise a round's process builds in a cache of its own that borrows the side's reproducible parts."""
     own = label != "prepare" and not args.reuse_compiles
     cache = work / f"cache-{side}"
     if own:
         cache = _own_builds(cache, work / f"cache-{side}-{label}", shared_parts(args.pytest_args))
-    full = [*cmd, "-m", "pytest", "--gpu-bench", "-p", "no:cacheprovider", "-q", f"--benchmark-json={out}",
-            f"--vitperf-cache-dir={cache}", *suite_args(args.pytest_args)]  # fmt: skip
+    waits = [f"{WAIT_FOR}={turn}"] if turn is not None else []
+    full = [*cmd, "-m", "pytest", "--gpu-bench", "-p", "no:cacheprovider", "-q",
+            f"--benchmark-json={work / f'{label}-{side}.json'}", f"--vitperf-cache-dir={cache}", *waits,
+            *suite_args(args.pytest_args)]  # fmt: skip
+    log = (work / f"{label}-{side}.log").open("wb")
+    popen = subprocess.Popen(full, stdout=log, stderr=subprocess.STDOUT, env=env)
+    return _Running(popen, side, label, log, cache if own else None)
+
+
+def _end(r: _Running, kill: bool = False) -> int:
+    """Wait for (or kill) a process, then drop its own builds: they were its draw, never used again."""
     try:
-        with log.open("w") as f:
-            rc = subprocess.run(full, stdout=f, stderr=subprocess.STDOUT, env=env, check=False).returncode
+        if kill and r.popen.poll() is None:
+            r.popen.kill()
+        return r.popen.wait()
     finally:
-        if own:
-            shutil.rmtree(cache, ignore_errors=True)  # its builds are this process's draw, never used again
-    return _read(out, side, label, rc, log, args)
+        r.log.close()
+        if r.cache is not None:
+            shutil.rmtree(r.cache, ignore_errors=True)
+
+
+def _process(
+    cmd: list[str], side: str, label: str, work: Path, args: argparse.Namespace, env: dict[str, str]
+) -> Process:
+    """One fresh process of `side`, run to its end; its rows by name."""
+    rc = _end(_start(cmd, side, label, work, args, env))
+    return _read(work / f"{label}-{side}.json", side, label, rc, work / f"{label}-{side}.log", args)
+
+
+def _in_turn(
+    tasks: list[tuple[str, str]], commands: dict[str, list[str]], work: Path, args: argparse.Namespace,
+    env: dict[str, str],
+) -> list[Process]:  # fmt: skip
+    """The processes of `tasks` ((label, side), in order), one at a time on the GPU. Each next one starts as the one
+    before it gets its turn, and waits for a turn file written once that one has ended: its interpreter and imports
+    (CPU work, about 10 s of a round's 50 on an H100) overlap the other's run; it touches the GPU in its own turn."""
+    turns = [work / f"{label}-{side}.turn" for label, side in tasks]
+    for t in turns:
+        t.unlink(missing_ok=True)  # an earlier run's, cut off
+    started: list[_Running] = []
+    done: list[Process] = []
+    try:
+        for k, (label, side) in enumerate(tasks):
+            if k == 0:
+                started.append(_start(commands[side], side, label, work, args, env))
+            if k + 1 < len(tasks):
+                nxt_label, nxt_side = tasks[k + 1]
+                started.append(_start(commands[nxt_side], nxt_side, nxt_label, work, args, env, turns[k + 1]))
+            rc = _end(started[k])
+            done.append(_read(work / f"{label}-{side}.json", side, label, rc, work / f"{label}-{side}.log", args))
+            if k + 1 < len(tasks):
+                turns[k + 1].touch()
+    finally:
+        for r in started[len(done) :]:
+            _end(r, kill=True)  # a side failed, or we were interrupted: no process is left waiting for its turn
+    return done
 
 
 def shared_parts(pytest_args: list[str]) -> tuple[str, ...]:
@@ -158,20 +217,25 @@ def _recorded(work: Path, label: str, side: str, args: argparse.Namespace) -> Pr
         return None
 
 
-def _round(
-    i: int,
-    sides: tuple[str, str],
+def _rounds(
+    first: int,
+    sides: list[tuple[str, str]],
     commands: dict[str, list[str]],
     work: Path,
     args: argparse.Namespace,
     env: dict[str, str],
-) -> tuple[Process, Process]:
-    """Round `i`: as an earlier run of the work folder recorded it (--resume), else run now, in `sides` order."""
-    a, b = (_recorded(work, f"round{i}", s, args) if args.resume else None for s in "AB")
-    if a is None or b is None:  # a round is run whole or not at all, so that its order holds
-        got = {s: _process(commands[s], s, f"round{i}", work, args, env) for s in sides}
-        a, b = got["A"], got["B"]
-    return a, b
+) -> list[tuple[Process, Process]]:
+    """Rounds `first`, `first` + 1, ... in their `sides` orders: as an earlier run of the work folder recorded them
+    (--resume), else run now, in turn. A round is run whole or not at all, so that its order holds."""
+    recorded = {}
+    for i in range(first, first + len(sides)):
+        a, b = (_recorded(work, f"round{i}", s, args) if args.resume else None for s in "AB")
+        if a is not None and b is not None:
+            recorded[i] = (a, b)
+    tasks = [(f"round{i}", s) for i, pair in enumerate(sides, start=first) if i not in recorded for s in pair]
+    ran = dict(zip(tasks, _in_turn(tasks, commands, work, args, env), strict=True))
+    return [recorded.get(i) or (ran[(f"round{i}", "A")], ran[(f"round{i}", "B")])
+            for i in range(first, first + len(sides))]  # fmt: skip
 
 
 def _prepare(commands: dict[str, list[str]], work: Path, args: argparse.Namespace, env: dict[str, str]) -> None:
@@ -230,8 +294,7 @@ def _ab(args: argparse.Namespace) -> int:
         rounds: list[tuple[Process, Process]] = []
         planned = args.rounds
         while True:
-            for i, sides in enumerate(order(planned)[len(rounds) :], start=len(rounds)):
-                rounds.append(_round(i, sides, commands, work, args, env))
+            rounds += _rounds(len(rounds), order(planned)[len(rounds) :], commands, work, args, env)
             looks += 1
             _write_run(work, args, looks)
             rows = judge(pairs(rounds), threshold=args.threshold, confidence=args.confidence, looks=looks)

@@ -72,6 +72,7 @@ FALSE_ALARM = "--vitperf-false-alarm"
 BOARD_SPREAD = "--vitperf-board-spread"
 RECORD_RUN = "--vitperf-record-run"
 GEMM_HOT = "--vitperf-gemm-hot"
+WAIT_FOR = "--vitperf-wait-for"
 
 INCONCLUSIVE_OUTCOMES = ("warn", "xfail", "fail")
 
@@ -302,6 +303,13 @@ OPTIONS: tuple[_Option, ...] = (
         number(int, 0, "whole number"),
         "N",
         "the seed of the rounds' shuffled orders, to repeat a run's orders. Default: drawn per run and recorded.",
+    ),
+    _Option(
+        WAIT_FOR,
+        parse_path,
+        "FILE",
+        "touch no GPU and run no test until FILE exists (vitperf ab: a side's next process starts and imports while "
+        "the one before it runs). Default: none.",
     ),
     _Option(
         INJECT_DELAY,

@@ -34,7 +34,9 @@ from pytest_vitperf.options.parsers import parse_bool
 _DEFAULTS = Settings()
 
 
-PATH_SETTINGS = ("cache_dir", "floors", "baseline_dir", "history", "export", "report", "weights", "accuracy_data")
+PATH_SETTINGS = (
+    "cache_dir", "floors", "baseline_dir", "history", "export", "report", "weights", "accuracy_data", "wait_for"
+)
 
 
 def _anchored(value: Any, base: Path) -> Any:
