@@ -42,7 +42,7 @@ class WorkerRecord:
     measure_s: float = 0.0  # wall time warming up and timing
     timed_s: float = 0.0  # the GPU time the samples cover
     wall_s: float = 0.0  # since the plugin started in this process
-    waited_s: float = 0.0  # waiting for its turn (--vitperf-wait-for)
+    waited_s: float = 0.0  # importing torch and timm, then waiting for its turn (--vitperf-wait-for)
 
 
 def time_account(w: WorkerRecord) -> str:
@@ -51,7 +51,7 @@ def time_account(w: WorkerRecord) -> str:
     start = math.fsum(w.startup_s.values())
     each = f" ({w.prepare_s / w.engines:.1f} s each)" if w.engines else ""
     rest = max(0.0, w.wall_s - w.waited_s - start - w.prepare_s - w.measure_s)
-    waited = f", {w.waited_s:.0f} s waiting for its turn" if w.waited_s else ""
+    waited = f", {w.waited_s:.0f} s before its turn (imports, then waiting)" if w.waited_s else ""
     return (
         f"{w.wall_s:.0f} s since the plugin started: {start:.0f} s start-up (torch, device, models){waited}, "
         f"{w.prepare_s:.0f} s preparing {w.engines} engine(s){each}, {w.measure_s:.0f} s measuring "
@@ -165,7 +165,7 @@ TURN_LIMIT_S = 4 * 3600.0  # longer than any process before it should run; a rel
 
 
 def wait_for_turn(path: Path, limit_s: float = TURN_LIMIT_S, poll_s: float = 0.1) -> float:
-    """Block until `path` exists, and return the seconds waited. `vitperf ab` starts a side's next process while the
+    """Block until `path` exists; return the seconds waited. `vitperf ab` starts a side's next process while the
     one before it runs and writes the file once that one has ended: this process starts and imports meanwhile, on
     the CPU, and touches the GPU only in its turn."""
     start = time.monotonic()
