@@ -70,8 +70,6 @@ class _Running:
     """A started process of one side; `cache` is its own build folder (removed when it ends), else None."""
 
     popen: subprocess.Popen[bytes]
-    side: str
-    label: str
     log: IO[bytes]
     cache: Path | None
 
@@ -93,7 +91,7 @@ def _start(
             *suite_args(args.pytest_args)]  # fmt: skip
     log = (work / f"{label}-{side}.log").open("wb")
     popen = subprocess.Popen(full, stdout=log, stderr=subprocess.STDOUT, env=env)
-    return _Running(popen, side, label, log, cache if own else None)
+    return _Running(popen, log, cache if own else None)
 
 
 def _end(r: _Running, kill: bool = False) -> int:
