@@ -311,20 +311,12 @@ def test_vitperf_ab_finds_a_candidate_five_times_slower(
                  "--threshold", "100%", "--work-dir", str(work), "--json", str(out["json"]),
                  "--markdown", str(out["md"]), "--export", str(out["export"]), "--", *suite])  # fmt: skip
     assert code == EXIT_SLOWER, capsys.readouterr().out
-    # the two prepare processes ran at once; then the rounds' processes, ABBA BAAB, each running its test only once
-    # the one before it has ended, and each (after the first) started while the one before it ran
+    # the two prepare processes ran at once; then the rounds one process at a time, ABBA BAAB: on a CPU, which is
+    # what it times, a process starts only once the one before it has ended (no turns)
     lines = events.read_text().split("\n")[:-1]
     assert sorted(lines[:2]) == ["start A", "start B"] and sorted(lines[:6]) == sorted(f"{e} {s}" for s in "AB"
                                                                                      for e in ("start", "run", "end"))
-    rounds = lines[6:]
-    assert [e for e in rounds if not e.startswith("start")] == [f"{e} {s}" for s in "ABBABA" for e in ("run", "end")]
-    starts, ends = (
-        [i for i, e in enumerate(rounds) if e.startswith(kind)] for kind in ("start", "end")
-    )
-    # the first two start together; which writes its line first is a race
-    started = [rounds[i][-1] for i in starts]
-    assert sorted(started[:2]) == ["A", "B"] and started[2:] == list("BABA")
-    assert all(starts[k] < ends[k - 1] for k in range(1, 6))
+    assert lines[6:] == [f"{e} {s}" for s in "ABBABA" for e in ("start", "run", "end")]
     data = json.loads(out["json"].read_text())
     (row,) = data["rows"]
     assert row["name"] == "test_vit fp32 b1" and row["verdict"] == SLOWER and row["rounds"] == 3
@@ -349,28 +341,55 @@ def test_vitperf_ab_finds_a_candidate_five_times_slower(
     assert "holds a run of other sides or suites" in capsys.readouterr().err
 
 
+# A side that stands in for pytest: it waits for its turn where asked, says when it starts, runs and ends, and
+# writes a real process's --benchmark-json (or fails with FAIL set).
 SIDE_SCRIPT = """
-for a in "$@"; do case $a in --vitperf-wait-for=*) turn=${a#*=};; esac; done
-echo $$ > pid-$SIDE
-if [ -n "$turn" ]; then while [ ! -f "$turn" ]; do sleep 0.05; done; echo ran > ran-$SIDE; fi
-exit 3
+for a in "$@"; do case $a in --vitperf-wait-for=*) turn=${a#*=};; --benchmark-json=*) out=${a#*=};; esac; done
+echo $$ > pid-$SIDE; echo "start $SIDE" >> events
+if [ -n "$turn" ]; then while [ ! -f "$turn" ]; do sleep 0.05; done; fi
+echo "run $SIDE" >> events; sleep 0.3
+if [ -n "$FAIL" ]; then exit 3; fi
+cp "$DATA" "$out"; echo "end $SIDE" >> events
 """
+
+
+def _script_sides(path: Path, fail: str = "") -> tuple[dict[str, list[str]], argparse.Namespace]:
+    (path / "side.sh").write_text(SIDE_SCRIPT)
+    data = Path(__file__).parent / "data" / "h100-vit_base-rounds-benchmark.json"
+    commands = {s: ["env", f"SIDE={s}", f"DATA={data}", f"FAIL={'1' if s == fail else ''}", "sh", "side.sh"]
+                for s in "AB"}  # fmt: skip
+    args = argparse.Namespace(a="A", b="B", rounds=4, work_dir=path, reuse_compiles=False, resume=False,
+                              pytest_args=["suite.py"])  # fmt: skip
+    return commands, args
+
+
+def test_each_process_starts_while_the_one_before_it_runs_and_runs_after_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Turns (on a GPU): ABBA, each process after the first started before the one before it ended, and each ran only
+    after it had ended."""
+    monkeypatch.chdir(tmp_path)
+    commands, args = _script_sides(tmp_path)
+    tasks = [("round0", "A"), ("round0", "B"), ("round1", "B"), ("round1", "A")]
+    assert len(_in_turn(tasks, commands, tmp_path, args, dict(os.environ))) == 4
+    events = (tmp_path / "events").read_text().split("\n")[:-1]
+    assert [e for e in events if not e.startswith("start")] == [f"{e} {s}" for s in "ABBA" for e in ("run", "end")]
+    starts, ends = ([i for i, e in enumerate(events) if e.startswith(kind)] for kind in ("start", "end"))
+    assert all(starts[k] < ends[k - 1] for k in range(1, 4))
+    assert not list(tmp_path.glob("cache-*-round*"))  # each process's own builds removed after it
 
 
 def test_a_failed_turn_leaves_no_process_waiting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Side A's process fails while B's next one waits for its turn: the failure is reported and B's process is
     killed before its turn, its own build folder removed."""
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "side.sh").write_text(SIDE_SCRIPT)
-    commands = {s: ["env", f"SIDE={s}", "sh", "side.sh"] for s in "AB"}
-    args = argparse.Namespace(a="A", b="B", rounds=4, work_dir=tmp_path, reuse_compiles=False, resume=False,
-                              pytest_args=["suite.py"])  # fmt: skip
+    commands, args = _script_sides(tmp_path, fail="A")
     with pytest.raises(SideFailed, match="side A's round0 process exited 3 and wrote no measurements"):
         _in_turn([("round0", "A"), ("round0", "B")], commands, tmp_path, args, dict(os.environ))
     pid = int((tmp_path / "pid-B").read_text())
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)  # killed and reaped, not left waiting
-    assert not (tmp_path / "ran-B").exists() and not (tmp_path / "round0-B.turn").exists()
+    assert "run B" not in (tmp_path / "events").read_text() and not (tmp_path / "round0-B.turn").exists()
     assert not list(tmp_path.glob("cache-*-round0"))
 
 

@@ -114,13 +114,22 @@ def _process(
     return _read(work / f"{label}-{side}.json", side, label, rc, work / f"{label}-{side}.log", args)
 
 
+def _host_timed(work: Path) -> bool:
+    """Whether side A's prepare process timed on the host (a CPU run): the CPU is then what is measured."""
+    from pytest_vitperf.measure.measurement import read_benchmark_json
+    from pytest_vitperf.measure.timing import PerfCounterClock
+
+    return any(m.spec.timer == PerfCounterClock.name for m in read_benchmark_json(work / "prepare-A.json"))
+
+
 def _in_turn(
     tasks: list[tuple[str, str]], commands: dict[str, list[str]], work: Path, args: argparse.Namespace,
-    env: dict[str, str],
+    env: dict[str, str], overlap: bool = True,
 ) -> list[Process]:  # fmt: skip
-    """The processes of `tasks` ((label, side), in order), one at a time on the GPU. Each next one starts as the one
-    before it gets its turn, and waits for a turn file written once that one has ended: its interpreter and imports
-    (CPU work, about 10 s of a round's 50 on an H100) overlap the other's run; it touches the GPU in its own turn."""
+    """The processes of `tasks` ((label, side), in order), one at a time on the GPU. With `overlap`, each next one
+    starts as the one before it gets its turn, and waits for a turn file written once that one has ended: its
+    interpreter and imports (CPU work, about 11 s of a round's 50 on an H100) overlap the other's run; it touches the
+    GPU in its own turn. Without, each starts once the one before it has ended (a CPU run times the CPU itself)."""
     turns = [work / f"{label}-{side}.turn" for label, side in tasks]
     for t in turns:
         t.unlink(missing_ok=True)  # an earlier run's, cut off
@@ -128,14 +137,14 @@ def _in_turn(
     done: list[Process] = []
     try:
         for k, (label, side) in enumerate(tasks):
-            if k == 0:
+            if k == 0 or not overlap:
                 started.append(_start(commands[side], side, label, work, args, env))
-            if k + 1 < len(tasks):
+            if overlap and k + 1 < len(tasks):
                 nxt_label, nxt_side = tasks[k + 1]
                 started.append(_start(commands[nxt_side], nxt_side, nxt_label, work, args, env, turns[k + 1]))
             rc = _end(started[k])
             done.append(_read(work / f"{label}-{side}.json", side, label, rc, work / f"{label}-{side}.log", args))
-            if k + 1 < len(tasks):
+            if overlap and k + 1 < len(tasks):
                 turns[k + 1].touch()
     finally:
         for r in started[len(done) :]:
@@ -231,7 +240,7 @@ def _rounds(
         if a is not None and b is not None:
             recorded[i] = (a, b)
     tasks = [(f"round{i}", s) for i, pair in enumerate(sides, start=first) if i not in recorded for s in pair]
-    ran = dict(zip(tasks, _in_turn(tasks, commands, work, args, env), strict=True))
+    ran = dict(zip(tasks, _in_turn(tasks, commands, work, args, env, overlap=not _host_timed(work)), strict=True))
     return [recorded.get(i) or (ran[(f"round{i}", "A")], ran[(f"round{i}", "B")])
             for i in range(first, first + len(sides))]  # fmt: skip
 
