@@ -111,7 +111,7 @@ def _process(
 ) -> Process:
     """One fresh process of `side`, run to its end; its rows by name."""
     rc = _end(_start(cmd, side, label, work, args, env))
-    return _read(work / f"{label}-{side}.json", side, label, rc, work / f"{label}-{side}.log", args)
+    return _read(work, side, label, rc, args)
 
 
 def _host_timed(work: Path) -> bool:
@@ -143,7 +143,7 @@ def _in_turn(
                 nxt_label, nxt_side = tasks[k + 1]
                 started.append(_start(commands[nxt_side], nxt_side, nxt_label, work, args, env, turns[k + 1]))
             rc = _end(started[k])
-            done.append(_read(work / f"{label}-{side}.json", side, label, rc, work / f"{label}-{side}.log", args))
+            done.append(_read(work, side, label, rc, args))
             if overlap and k + 1 < len(tasks):
                 turns[k + 1].touch()
     finally:
@@ -169,11 +169,13 @@ def _own_builds(side_cache: Path, cache: Path, parts: tuple[str, ...]) -> Path:
     return cache
 
 
-def _read(out: Path, side: str, label: str, rc: int, log: Path, args: argparse.Namespace) -> Process:
+def _read(work: Path, side: str, label: str, rc: int, args: argparse.Namespace) -> Process:
+    """The rows of a process that exited `rc`, from the JSON it wrote in the work folder (`_start` names it)."""
     from pytest_vitperf.measure.measurement import BenchmarkJsonError, read_benchmark_json
     from pytest_vitperf.verdicts.ab import Side
 
     # 1: tests failed (a floor or a stored baseline); the measurements are still there
+    out, log = work / f"{label}-{side}.json", work / f"{label}-{side}.log"
     try:
         measured = read_benchmark_json(out) if rc in (0, 1) else []
     except BenchmarkJsonError:
@@ -217,9 +219,8 @@ def _begin(work: Path, args: argparse.Namespace) -> int:
 
 def _recorded(work: Path, label: str, side: str, args: argparse.Namespace) -> Process | None:
     """A process that an earlier run of this work folder finished, or None (never run, or cut off mid-write)."""
-    out = work / f"{label}-{side}.json"
     try:
-        return _read(out, side, label, 0, work / f"{label}-{side}.log", args) if out.exists() else None
+        return _read(work, side, label, 0, args) if (work / f"{label}-{side}.json").exists() else None
     except SideFailed:
         return None
 
