@@ -94,12 +94,13 @@ def test_two_recorded_h100_a_a_runs_give_the_published_verdicts() -> None:
     assert exit_code(first.values()) == EXIT_SAME
     wrong = {k: r.verdict for k, r in second.items() if r.verdict != SAME}
     assert wrong == {("fp16 b1", LATENCY): SLOWER, **{(f"{p} b1", SPEEDUP): FASTER for p in ("bf16", "fp8", "int8")}}
-    assert second[("fp16 b1", LATENCY)].interval.text() == "1.020x [1.017, 1.024]"
+    assert second[("fp16 b1", LATENCY)].interval.text() == "1.020x [1.019, 1.022]"
     assert all(r.detectable > 0.02 for r in second.values()) and exit_code(second.values()) == EXIT_SLOWER
 
 
 UNTIMED = Path(__file__).parent / "data" / "ab" / "h100-untimed-compiles-2026-11-26.json"
 LATENCY_AA = Path(__file__).parent / "data" / "ab" / "h100-ab-latency-2026-11-27.json"
+DELAY_GEMMS = Path(__file__).parent / "data" / "ab" / "h100-ab-delay-gemms-2026-11-27.json"
 
 
 def _recorded_verdicts(run: list[list[dict[str, list[float]]]], threshold: float) -> dict[tuple[str, str], Row]:
@@ -109,43 +110,58 @@ def _recorded_verdicts(run: list[list[dict[str, list[float]]]], threshold: float
 
 def test_recorded_h100_runs_with_untimed_compiles_give_these_verdicts() -> None:
     """Real rounds, each side's rounds sharing kernels compiled without timed choices. Four A/A runs on four boards:
-    no row SLOWER or FASTER (many GEMM products, noisier between processes, stay UNKNOWN at 6 rounds). A 2% delay
-    added to FP8 on side B, judged at a 1% threshold: exactly FP8's rows SLOWER. With moderated spreads every ViT
-    row of the three finished A/A runs is SAME; judged with each row's own spread, 10, 14 and 11 of 14 were (the
-    published tables of 2026-11-26)."""
+    no row SLOWER or FASTER, every ViT row SAME, and 42, 44 and 38 of 44 GEMM products (noisier between processes)
+    SAME; with SAME at the Bonferroni share of every row, 26, 19 and 3 were, and with each row's own spread the
+    ViT rows were 10, 14 and 11 of 14 (the published tables of 2026-11-26). A 2% delay added to FP8 on side B,
+    judged at a 1% threshold: exactly FP8's rows SLOWER, every other row SAME."""
     data = json.loads(UNTIMED.read_text())
 
     def verdicts(run: str, threshold: float) -> dict[tuple[str, str], Row]:
         return _recorded_verdicts(data[run], threshold)
 
     aa1, delay, aa2 = verdicts("aa1", 0.02), verdicts("delay", 0.01), verdicts("aa2", 0.02)
+    def same(rows: dict[tuple[str, str], Row], model: str) -> int:
+        return sum(r.verdict == SAME for k, r in rows.items() if k[0].startswith(model))
+
     assert len(aa1) == 58 and {r.verdict for r in aa1.values()} == {SAME, UNKNOWN}
-    assert sum(r.verdict == SAME for k, r in aa1.items() if k[0].startswith("vit_base")) == 14
-    assert exit_code(aa1.values()) == EXIT_UNKNOWN
+    assert (same(aa1, "vit_base"), same(aa1, "gemm")) == (14, 42) and exit_code(aa1.values()) == EXIT_UNKNOWN
     assert len(aa2) == 14 and {r.verdict for r in aa2.values()} == {SAME} and exit_code(aa2.values()) == EXIT_SAME
     aa3 = verdicts("aa3", 0.02)
-    assert len(aa3) == 58 and {r.verdict for r in aa3.values()} == {SAME, UNKNOWN}
-    assert sum(r.verdict == SAME for k, r in aa3.items() if k[0].startswith("vit_base")) == 14
+    assert len(aa3) == 58 and {r.verdict for r in aa3.values()} == {SAME} and exit_code(aa3.values()) == EXIT_SAME
     aa4 = verdicts("aa4", 0.02)  # 4 rounds: its machine was taken back before the last two
     assert len(aa4) == 58 and {r.verdict for r in aa4.values()} == {SAME, UNKNOWN}
-    assert sum(r.verdict == SAME for k, r in aa4.items() if k[0].startswith("vit_base")) == 12
-    assert all(r.interval.contains(1.0) for r in (*aa1.values(), *aa2.values(), *aa3.values(), *aa4.values()))
+    assert (same(aa4, "vit_base"), same(aa4, "gemm")) == (14, 38)
     slower = {(n.split(" ", 1)[1], w) for (n, w), r in delay.items() if r.verdict == SLOWER}
     assert slower == {(f"fp8 b{b}", w) for b in (1, 64) for w in (LATENCY, SPEEDUP)}
-    assert {r.verdict for r in delay.values()} == {SAME, UNKNOWN, SLOWER} and exit_code(delay.values()) == EXIT_SLOWER
+    assert {r.verdict for r in delay.values()} == {SAME, SLOWER} and exit_code(delay.values()) == EXIT_SLOWER
     assert all(r.interval.low > 1.014 and r.interval.high < 1.031 for r in delay.values() if r.verdict == SLOWER)
 
 
 def test_a_recorded_latency_a_a_whose_sides_prepared_at_once_flags_nothing() -> None:
-    """Real rounds (H100, 2026-11-27), both sides' prepare processes run at once: no row SLOWER or FASTER. All 14 SAME
-    at 6 rounds (11 with each row's own spread: batch 64's FP8 speedup and INT8 rows reached past 2%); 12 of 14 from
-    the first 4 rounds, one ABBA block, which is what a 4-round run measures."""
+    """Real rounds (H100, 2026-11-27), both sides' prepare processes run at once: all 14 rows SAME at 6 rounds (11 with
+    each row's own spread: batch 64's FP8 speedup and INT8 rows reached past 2%), and from the first 4 rounds, one
+    ABBA block, which is what a 4-round run measures (12 with SAME at the Bonferroni share of every row)."""
     run = json.loads(LATENCY_AA.read_text())["aa"]
-    rows, block = _recorded_verdicts(run, 0.02), _recorded_verdicts(run[:4], 0.02)
-    assert len(rows) == 14 and {r.verdict for r in rows.values()} == {SAME} and exit_code(rows.values()) == EXIT_SAME
-    assert all(r.interval.contains(1.0) and 0.02 < r.detectable < 0.025 for r in rows.values())
-    assert [r.verdict for r in block.values()].count(SAME) == 12 and exit_code(block.values()) == EXIT_UNKNOWN
-    assert all(r.interval.contains(1.0) for r in block.values())
+    for rows in (_recorded_verdicts(run, 0.02), _recorded_verdicts(run[:4], 0.02)):
+        assert len(rows) == 14 and {r.verdict for r in rows.values()} == {SAME}
+        assert exit_code(rows.values()) == EXIT_SAME and all(0.02 < r.detectable < 0.03 for r in rows.values())
+
+
+def test_a_recorded_delay_on_fp8_with_the_gemm_products_at_the_default_rounds() -> None:
+    """Real rounds (H100, 2026-11-27, 4 rounds, the default 2%): B adds 2% to FP8, the latency suite and the GEMM
+    suite's ViT-B/16 products. FP8's four ViT rows SLOWER (1.025-1.027x), the ten other ViT rows SAME; of the 44 GEMM
+    rows 33 SAME and 11 UNKNOWN, none SLOWER or FASTER. With SAME at the Bonferroni share of every row all 44 were
+    UNKNOWN. Four rows spread 3.3-4.5% between processes, far beyond the others, and keep their own spread (3 df)."""
+    rows = _recorded_verdicts(json.loads(DELAY_GEMMS.read_text())["delay"], 0.02)
+    verdicts = {k: r.verdict for k, r in rows.items()}
+    vit = {k: v for k, v in verdicts.items() if k[0].startswith("vit_base")}
+    assert {k for k, v in vit.items() if v != SAME} == {(f"vit_base_patch16_224 fp8 b{b}", w)
+                                                        for b in (1, 64) for w in (LATENCY, SPEEDUP)}  # fmt: skip
+    assert {v for k, v in vit.items() if " fp8 " in k[0]} == {SLOWER} and len(vit) == 14
+    gemm = [v for k, v in verdicts.items() if k[0].startswith("gemm")]
+    assert (gemm.count(SAME), gemm.count(UNKNOWN), len(gemm)) == (33, 11, 44)
+    assert sorted(r.interval.df for r in rows.values() if r.interval.df == 3) == [3] * 4
+    assert exit_code(rows.values()) == EXIT_SLOWER
 
 
 def test_verdicts_on_simulated_rounds() -> None:
@@ -173,7 +189,7 @@ def test_the_interval_is_students_t_on_the_rounds_log_ratios_at_the_shared_level
 
     rounds = _rounds(np.random.default_rng(4), 6, {"m fp16 b1": 0.01})
     (r,) = judge(pairs(rounds), confidence=0.95, looks=2)
-    level = 1 - 0.05 / 2  # 1 row, 2 looks
+    level = 1 - 2 * 0.05 / 2  # two one-sided tests at 5%, shared by 2 looks
     low, high = stats.ttest_1samp(logs_of(rounds, "m fp16 b1"), 0.0).confidence_interval(level)
     assert r.interval.low == pytest.approx(math.exp(low)) and r.interval.high == pytest.approx(math.exp(high))
 
@@ -186,10 +202,10 @@ def test_the_interval_is_students_t_on_the_rounds_log_ratios_at_the_shared_level
     assert prior is not None and prior.df >= 3  # like spreads: the prior is worth at least the row's own 3 df
     for n, x in logs.items():
         var = (3 * prior.var + 3 * own[n].sd_log**2) / 6
-        half = stats.t.ppf(1 - 0.05 / 12 / 2, 6) * math.sqrt(var / 4)
+        half = stats.t.ppf(1 - 0.05, 6) * math.sqrt(var / 4)
         interval = rows[n].interval
         assert interval.df == 6 and interval.high == pytest.approx(math.exp(np.mean(x) + half))
-        assert interval.half_width < math.expm1(stats.t.ppf(1 - 0.05 / 12 / 2, 3) * own[n].sd_log / 2) or (
+        assert interval.half_width < math.expm1(stats.t.ppf(1 - 0.05, 3) * own[n].sd_log / 2) or (
             own[n].sd_log**2 < prior.var)  # narrower than its own t, unless its own spread was below the prior's
 
 
@@ -208,7 +224,8 @@ def test_identical_sides_are_called_slower_or_faster_at_most_at_the_rate() -> No
 def test_rows_of_unlike_spread_keep_the_rates_at_four_rounds() -> None:
     """Simulated A/A of 20 rows whose spreads differ sevenfold (ViT-like rows, and GEMM-like rows that spread
     0.4-2.8%), 4 rounds, the default 2% threshold: runs with any SLOWER or FASTER row stay near 5% (5.3% in 1500
-    simulated runs); and a row truly 2.2% slower, among quiet rows, is called SAME at most 1% of the time."""
+    simulated runs); and a row truly 2.2% slower, among quiet rows and sevenfold noisier than they are, is called
+    SAME at most at the 5% rate (2.4% in 1000; 6.7-7.7% if it were shrunk toward the quiet rows' spread)."""
     rng = np.random.default_rng(8)
 
     def rounds(n: int, rows: dict[str, tuple[float, float, float]]) -> list:  # rows: latency ms, sd, shift
@@ -222,7 +239,7 @@ def test_rows_of_unlike_spread_keep_the_rates_at_four_rounds() -> None:
     slower = {f"m p{i} b1": (0.6, 0.003, 0.0) for i in range(13)} | {"x p b1": (0.6, 0.02, math.log(1.022))}
     same = sum(next(r for r in judge(pairs(rounds(4, slower))) if r.name == "x p b1").verdict == SAME
                for _ in range(400))  # fmt: skip
-    assert same / 400 <= 0.01
+    assert same / 400 <= 0.05
 
 
 def test_can_see_is_the_change_flagged_slower_four_times_in_five_beyond_the_threshold() -> None:
@@ -278,6 +295,8 @@ def test_exit_codes_and_markdown() -> None:
     assert md[0] == "### vitperf ab: B `cand` against A `.venv`" and md[-1] == "exit 1: a row is slower"
     row = next(line for line in md if line.startswith("| m fp8 b1 | latency"))
     assert "**SLOWER**" in row and "1.1" in row
+    assert "(intervals at 90%: two one-sided tests at 5%" in md[2]
+    assert "(intervals at 95%" in markdown(slower, {**facts, "looks": 2})[2]
     (entry,) = [e for e in github_action_benchmark(slower) if e["name"] == "m fp8 b1 (latency) B/A"]
     assert entry["unit"] == "B/A" and entry["value"] == pytest.approx(1.1, rel=0.02)
 

@@ -384,17 +384,29 @@ def test_a_prior_needs_three_rows_with_a_spread() -> None:
 
 
 def test_moderation_weighs_the_two_variances_by_their_degrees_of_freedom() -> None:
-    own = Spread(0.03, 2, 3)
+    own = Spread(0.015, 2, 3)
     m = own.moderated(Prior(0.01**2, 1.5))
     assert m.df == 3.5 and m.n_reference == 3
-    assert m.sd_log == pytest.approx(math.sqrt((1.5 * 1e-4 + 2 * 9e-4) / 3.5))
+    assert m.sd_log == pytest.approx(math.sqrt((1.5 * 1e-4 + 2 * 2.25e-4) / 3.5))
     assert own.moderated(None) is own
     # The prior never weighs more than the row's own runs.
     capped = own.moderated(Prior(0.01**2, 50))
-    assert capped.df == 4 and capped.sd_log == pytest.approx(math.sqrt((2 * 1e-4 + 2 * 9e-4) / 4))
+    assert capped.df == 4 and capped.sd_log == pytest.approx(math.sqrt((2 * 1e-4 + 2 * 2.25e-4) / 4))
     # A trend: the prior is read at the row's latency.
     trend = Prior(1e-4, 2, slope=-1.0, center=0.0)
-    assert own.moderated(trend, at=-1.0).sd_log == pytest.approx(math.sqrt((2 * 1e-4 * math.e + 2 * 9e-4) / 4))
+    assert own.moderated(trend, at=-1.0).sd_log == pytest.approx(math.sqrt((2 * 1e-4 * math.e + 2 * 2.25e-4) / 4))
+
+
+def test_a_row_far_noisier_than_the_prior_keeps_its_own_spread() -> None:
+    """Beyond the prior's 95th percentile (F on 2 and 50 df: 3.18 times its variance) a row is not shrunk; below it,
+    it is. A prior of few df is itself uncertain, and lets a larger ratio pass (F on 2 and 1.5 df: 40)."""
+    from scipy.stats import f
+
+    prior = Prior(0.01**2, 50)
+    edge = 0.01 * math.sqrt(float(f.ppf(0.95, 2, 50)))
+    assert Spread(edge * 1.01, 2, 3).moderated(prior) == Spread(edge * 1.01, 2, 3)
+    assert Spread(edge * 0.99, 2, 3).moderated(prior).df == 4
+    assert Spread(0.03, 2, 3).moderated(Prior(0.01**2, 1.5)).df == 3.5
 
 
 def test_wilsons_interval_is_the_closed_form() -> None:

@@ -337,7 +337,9 @@ def add(sub: Any) -> None:
     ab.add_argument("--rounds", type=int, default=4, help="pairs of processes to start with (4: one ABBA block)")
     ab.add_argument("--budget-s", type=float, default=0.0, help="seconds in which rows still unknown get more rounds")
     ab.add_argument("--threshold", type=parse_threshold, default=0.02, help="the practical threshold (2%%)")
-    ab.add_argument("--confidence", type=float, default=0.95, help="shared by every row and look (0.95)")
+    ab.add_argument("--confidence", type=float, default=0.95,
+                    help="1 - the rate of wrong SLOWER or FASTER over the matrix, and of a row beyond the threshold "
+                    "called SAME (0.95)")
     ab.add_argument("--gpu", help="the GPU both sides run on (CUDA_VISIBLE_DEVICES)")
     ab.add_argument("--work-dir", type=Path, help="caches, logs and each process's JSON (default: a new temp folder)")
     ab.add_argument(

@@ -22,9 +22,10 @@ def markdown(rows: Sequence[Row], facts: dict[str, Any]) -> list[str]:
         f"{facts['device']}; {facts['rounds']} rounds, each a fresh process per side in ABBA BAAB order; engines "
         f"built {facts.get('builds', 'each process')}, torch mode `{facts.get('compile', 'as the suite says')}`; "
         "B/A above 1: "
-        f"B is slower. SAME: the interval lies within ±{facts['threshold']:.0%}; SLOWER / FASTER: beyond it, "
-        f"Benjamini-Hochberg at {1 - facts['confidence']:.0%} over {len(rows)} rows; intervals at the rows' and "
-        "looks' shared confidence, each row's spread moderated toward the others'.",
+        f"B is slower. SAME: the interval lies within ±{facts['threshold']:.0%} (intervals at "
+        f"{1 - 2 * (1 - facts['confidence']) / facts.get('looks', 1):.0%}: two one-sided tests at "
+        f"{1 - facts['confidence']:.0%}, shared by the looks); SLOWER / FASTER: beyond it, Benjamini-Hochberg at "
+        f"{1 - facts['confidence']:.0%} over {len(rows)} rows; each row's spread moderated toward the others'.",
         "",
         "| row | what | B/A, time | B/A, cycles | rounds | can see | verdict |",
         "|---|---|---|---|---|---|---|",
