@@ -101,6 +101,7 @@ def test_two_recorded_h100_a_a_runs_give_the_published_verdicts() -> None:
 UNTIMED = Path(__file__).parent / "data" / "ab" / "h100-untimed-compiles-2026-11-26.json"
 LATENCY_AA = Path(__file__).parent / "data" / "ab" / "h100-ab-latency-2026-11-27.json"
 DELAY_GEMMS = Path(__file__).parent / "data" / "ab" / "h100-ab-delay-gemms-2026-11-27.json"
+AA_GEMMS = Path(__file__).parent / "data" / "ab" / "h100-ab-aa-gemms-2026-11-27.json"
 
 
 def _recorded_verdicts(run: list[list[dict[str, list[float]]]], threshold: float) -> dict[tuple[str, str], Row]:
@@ -162,6 +163,16 @@ def test_a_recorded_delay_on_fp8_with_the_gemm_products_at_the_default_rounds() 
     assert (gemm.count(SAME), gemm.count(UNKNOWN), len(gemm)) == (33, 11, 44)
     assert sorted(r.interval.df for r in rows.values() if r.interval.df == 3) == [3] * 4
     assert exit_code(rows.values()) == EXIT_SLOWER
+
+
+def test_a_recorded_a_a_with_the_gemm_products_at_the_default_rounds() -> None:
+    """Real rounds (H100, 2026-11-27, 4 rounds, with turns): one environment as both sides. No row SLOWER or FASTER;
+    every ViT row SAME, 39 of 44 GEMM rows SAME, the other 5 (FC2's FP8 products) UNKNOWN: exit 3."""
+    rows = _recorded_verdicts(json.loads(AA_GEMMS.read_text())["aa"], 0.02)
+    verdicts = [(k[0][:4], r.verdict) for k, r in rows.items()]
+    assert [verdicts.count(v) for v in (("vit_", SAME), ("gemm", SAME), ("gemm", UNKNOWN))] == [14, 39, 5]
+    unknown = {k[0].split(" ")[0] for k, r in rows.items() if r.verdict == UNKNOWN}
+    assert unknown == {"gemm-vitb16-fc2-m12608-n768-k3072"} and exit_code(rows.values()) == EXIT_UNKNOWN
 
 
 def test_verdicts_on_simulated_rounds() -> None:
