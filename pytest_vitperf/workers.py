@@ -164,8 +164,8 @@ def make_scheduler(config: Any, log: Any) -> Any:
 TURN_LIMIT_S = 4 * 3600.0  # longer than any process before it should run; a relay that died must not hold us forever
 
 
-def wait_for_turn(path: Path, limit_s: float = TURN_LIMIT_S, poll_s: float = 0.1) -> float:
-    """Block until `path` exists; return the seconds waited. `vitperf ab` starts a side's next process while the
+def wait_for_turn(path: Path, limit_s: float = TURN_LIMIT_S, poll_s: float = 0.1) -> None:
+    """Block until `path` exists. `vitperf ab` starts a side's next process while the
     one before it runs and writes the file once that one has ended: this process starts and imports meanwhile, on
     the CPU, and touches the GPU only in its turn."""
     start = time.monotonic()
@@ -174,4 +174,3 @@ def wait_for_turn(path: Path, limit_s: float = TURN_LIMIT_S, poll_s: float = 0.1
             raise TimeoutError(f"waited {limit_s:.0f} s for {path}, which vitperf ab writes when this process's turn "
                                f"comes; run without {WAIT_FOR} to start at once")  # fmt: skip
         time.sleep(poll_s)
-    return round(time.monotonic() - start, 1)

@@ -6,7 +6,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from pytest_vitperf.verdicts.ab import EXIT_SAME, EXIT_SLOWER, EXIT_UNKNOWN, Row, exit_code
+from pytest_vitperf.verdicts.ab import EXIT_SAME, EXIT_SLOWER, EXIT_UNKNOWN, Row, equivalence_level, exit_code
 
 
 def _ratio(i: Any) -> str:
@@ -23,7 +23,7 @@ def markdown(rows: Sequence[Row], facts: dict[str, Any]) -> list[str]:
         f"built {facts.get('builds', 'each process')}, torch mode `{facts.get('compile', 'as the suite says')}`; "
         "B/A above 1: "
         f"B is slower. SAME: the interval lies within ±{facts['threshold']:.0%} (intervals at "
-        f"{1 - 2 * (1 - facts['confidence']) / facts.get('looks', 1):.0%}: two one-sided tests at "
+        f"{equivalence_level(facts['confidence'], facts.get('looks', 1)):.0%}: two one-sided tests at "
         f"{1 - facts['confidence']:.0%}, shared by the looks); SLOWER / FASTER: beyond it, Benjamini-Hochberg at "
         f"{1 - facts['confidence']:.0%} over {len(rows)} rows; each row's spread moderated toward the others'.",
         "",

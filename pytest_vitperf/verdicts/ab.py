@@ -110,6 +110,12 @@ def decide(interval: Interval | None, significant: bool, threshold: float) -> st
     return UNKNOWN
 
 
+def equivalence_level(confidence: float, looks: int) -> float:
+    """The two-sided confidence of the intervals that decide SAME: two one-sided tests at 1 - `confidence`, that rate
+    shared among the looks (90% at 95% and one look)."""
+    return 1 - 2 * (1 - confidence) / max(1, looks)
+
+
 def judge(
     rows: Mapping[tuple[str, str], Sequence[Pair]],
     *,
@@ -121,7 +127,7 @@ def judge(
     FASTER; for SAME it is each row's, one-sided on each side, shared among the `looks` taken (each look after more
     rounds is one more chance to be wrong). "Can see" is taken at Benjamini-Hochberg's strictest step, the
     Bonferroni share of every row and look, so that it is never optimistic."""
-    equivalence = 1 - 2 * (1 - confidence) / max(1, looks)
+    equivalence = equivalence_level(confidence, looks)
     level = family_wise(confidence, len(rows) * looks)
     # Spreads follow latencies (short products spread more): a row's is read at its precision's log latency.
     latency = {k[0]: math.fsum(math.log(a.median_ms) for a, _ in p) / len(p) for k, p in rows.items()
