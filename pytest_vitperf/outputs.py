@@ -14,7 +14,11 @@ from pytest_vitperf.session import VitperfSession
 
 def finish(session: pytest.Session, vs: VitperfSession) -> None:
     """pytest_sessionfinish: each process writes the baselines it measured (the store's lock merges them); a worker
-    hands its results to the controller; the controller, holding every worker's, writes the rest."""
+    hands its results to the controller; the controller, holding every worker's, writes the rest. A run ended by a
+    signal writes nothing of its own: it exits 128 + the signal, as a shell reports it."""
+    if vs.signal is not None:
+        session.exitstatus = 128 + vs.signal
+        return
     if vs.settings.update_baselines or vs.settings.record_run:
         write_baselines(vs)
     workeroutput = getattr(session.config, "workeroutput", None)
@@ -32,6 +36,22 @@ def finish(session: pytest.Session, vs: VitperfSession) -> None:
     failed_write |= any(w.error is not None for w in vs.writes)
     if failed_write and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def interrupted(vs: VitperfSession, config: pytest.Config) -> str:
+    """The line a run ended by a signal prints: what it did, what it did not, and the command that finishes it."""
+    import shlex
+    import signal
+
+    from pytest_vitperf.options import CACHE_DIR
+
+    cache = vs.settings.cache_dir
+    kept = (f"the engines it built are kept in {cache}, so a new run starts warm" if cache is not None else
+            f"nothing was cached (with {CACHE_DIR} a new run would start from the engines built)")  # fmt: skip
+    again = " ".join(["pytest", *map(shlex.quote, config.invocation_params.args)])
+    name = signal.Signals(vs.signal or signal.SIGINT).name
+    return (f"vitperf: {name} ended the run after {len(vs.measurements)} measurement(s); no baseline, history, "
+            f"export or report was written; {kept}. Run again: {again}")  # fmt: skip
 
 
 def settle(vs: VitperfSession) -> bool:

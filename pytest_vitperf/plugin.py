@@ -11,6 +11,7 @@ from typing import Any, cast
 
 import pytest
 
+from pytest_vitperf.core import processes
 from pytest_vitperf.fixtures import (  # noqa: F401  (fixtures are registered by import)
     SESSION_KEY,
     accuracy_bound,
@@ -30,6 +31,7 @@ from pytest_vitperf.fixtures import (  # noqa: F401  (fixtures are registered by
     vitperf_session,
 )
 from pytest_vitperf.options import GPU_BENCH, add_options
+from pytest_vitperf.options.checks import check_paths
 from pytest_vitperf.options.resolve import settings_from_config
 from pytest_vitperf.session import VitperfSession
 from pytest_vitperf.workers import BALANCING, case_id, too_many_workers
@@ -59,13 +61,20 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None:
+        processes.die_with_parent()  # a controller killed outright takes its workers along, off the GPUs
         session.pin(workerinput.get("vitperf_gpus", []))
         return
+    check_paths(session.settings)
     workers = getattr(config.option, "numprocesses", None)  # xdist's -n, made a number before pytest_configure
     if workers:
         why = too_many_workers(workers, len(session.gpus), session.settings.share_devices)
         if why is not None:
             raise pytest.UsageError(why)
+    session.restore_signals = processes.on_first_signal(session.interrupt)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    get_session(config).restore_signals()
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -141,7 +150,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         from pytest_vitperf.fixtures.engines import check_models
         from pytest_vitperf.fixtures.family import collected
 
-        check_models(vs)
+        check_models(vs, session.items)
         collected(vs, session.items)
 
 
@@ -170,6 +179,10 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     session = get_session(config)
     tr = terminalreporter
     _measurements(tr, session)
+    if session.signal is not None:
+        from pytest_vitperf.outputs import interrupted
+
+        tr.write_line(interrupted(session, config))
     _workers(tr, session)
     if session.plans:
         from pytest_vitperf.report.tables import plan_summary

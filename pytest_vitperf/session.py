@@ -25,6 +25,8 @@ from pytest_vitperf.verdicts.stats import family_wise
 from pytest_vitperf.workers import WorkerRecord, pin_gpu, share_host, visible_gpus, worker_count, worker_index
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import torch
 
     from pytest_vitperf.core.settings import Settings
@@ -78,6 +80,14 @@ class VitperfSession:
         self.waited_s = 0.0  # importing torch and timm, then waiting for its turn (--vitperf-wait-for)
         self.rows_gated = 0  # benchmark tests collected: the baseline gate's rows share its false-alarm rate
         self.seed = settings.seed if settings.seed is not None else secrets.randbelow(2**31)
+        self.signal: int | None = None  # SIGINT or SIGTERM that ended the run (interrupt)
+        self.restore_signals: Callable[[], None] = lambda: None
+
+    def interrupt(self, signum: int) -> KeyboardInterrupt:
+        """The first SIGINT or SIGTERM (core.processes.on_first_signal): pytest ends the run on KeyboardInterrupt,
+        and its exit status becomes the signal's (outputs.finish)."""
+        self.signal = signum
+        return KeyboardInterrupt()
 
     # -- where we run ---------------------------------------------------------------------------
     @cached_property

@@ -45,7 +45,7 @@ def test_bad_model_names_and_weights_are_clear_errors(tmp_path: Path) -> None:
         build_model("vit-huge")
     with pytest.raises(ValueError, match=r"unknown model 'vit_hug_patch14_224'.*closest: vit_huge_patch14_224"):
         build_model("vit_hug_patch14_224")
-    with pytest.raises(FileNotFoundError, match="does not exist"):
+    with pytest.raises(ValueError, match="does not exist"):
         build_model("vit_tiny", weights=tmp_path / "missing.pt")
     junk = tmp_path / "junk.pt"
     torch.save([1, 2, 3], junk)

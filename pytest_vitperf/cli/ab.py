@@ -20,17 +20,17 @@ import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from pytest_vitperf.core import processes
 from pytest_vitperf.engines import INDUCTOR_PART, REPRODUCIBLE_PARTS
 from pytest_vitperf.options import COMPILE, WAIT_FOR
 from pytest_vitperf.options.parsers import parse_threshold
 
 if TYPE_CHECKING:
-    from pytest_vitperf.verdicts.ab import Process
+    from pytest_vitperf.verdicts.ab import Process, Row
 
 EXAMPLE = "vitperf ab --a .venv --b /opt/candidate-venv --budget-s 600 -- suites/test_vit_latency.py"
 
@@ -72,6 +72,7 @@ class _Running:
     popen: subprocess.Popen[bytes]
     log: IO[bytes]
     cache: Path | None
+    out: Path  # its --benchmark-json
 
 
 def _start(
@@ -90,18 +91,22 @@ def _start(
             f"--benchmark-json={work / f'{label}-{side}.json'}", f"--vitperf-cache-dir={cache}", *waits,
             *suite_args(args.pytest_args)]  # fmt: skip
     log = (work / f"{label}-{side}.log").open("wb")
-    popen = subprocess.Popen(full, stdout=log, stderr=subprocess.STDOUT, env=env)
-    return _Running(popen, log, cache if own else None)
+    popen = processes.start(full, stdout=log, stderr=subprocess.STDOUT, env=env)
+    return _Running(popen, log, cache if own else None, work / f"{label}-{side}.json")
 
 
 def _end(r: _Running, kill: bool = False) -> int:
-    """Wait for (or kill) a process, then drop its own builds: they were its draw, never used again."""
+    """Wait for (or kill, with all it started) a process, then drop its own builds: they were its draw, never used
+    again. A killed process's JSON goes too: a --resume must not take what it wrote as it was ended for a round."""
+    finished = False
     try:
-        if kill and r.popen.poll() is None:
-            r.popen.kill()
-        return r.popen.wait()
+        rc = processes.end(r.popen, kill=kill)
+        finished = not kill
+        return rc
     finally:
         r.log.close()
+        if not finished:
+            r.out.unlink(missing_ok=True)
         if r.cache is not None:
             shutil.rmtree(r.cache, ignore_errors=True)
 
@@ -169,7 +174,7 @@ def _own_builds(side_cache: Path, cache: Path, parts: tuple[str, ...]) -> Path:
     return cache
 
 
-def _read(work: Path, side: str, label: str, rc: int, args: argparse.Namespace) -> Process:
+def _read(work: Path, side: str, label: str, rc: int, args: argparse.Namespace, say: bool = True) -> Process:
     """The rows of a process that exited `rc`, from the JSON it wrote in the work folder (`_start` names it)."""
     from pytest_vitperf.measure.measurement import BenchmarkJsonError, read_benchmark_json
     from pytest_vitperf.verdicts.ab import Side
@@ -183,7 +188,8 @@ def _read(work: Path, side: str, label: str, rc: int, args: argparse.Namespace) 
     if not measured:
         raise SideFailed(f"side {side}'s {label} process exited {rc} and wrote no measurements; its output is in "
                          f"{log}. Fix it, then run again: {_again(args)}")  # fmt: skip
-    print(f"{label} {side}: {len(measured)} measurements", flush=True)
+    if say:
+        print(f"{label} {side}: {len(measured)} measurements", flush=True)
     return {f"{m.spec.model} {m.spec.precision} b{m.spec.batch}": Side(m.median, m.sm_mhz) for m in measured}
 
 
@@ -217,10 +223,12 @@ def _begin(work: Path, args: argparse.Namespace) -> int:
     return looks
 
 
-def _recorded(work: Path, label: str, side: str, args: argparse.Namespace) -> Process | None:
+def _recorded(
+    work: Path, label: str, side: str, args: argparse.Namespace, say: bool = True
+) -> Process | None:
     """A process that an earlier run of this work folder finished, or None (never run, or cut off mid-write)."""
     try:
-        return _read(work, side, label, 0, args) if (work / f"{label}-{side}.json").exists() else None
+        return _read(work, side, label, 0, args, say) if (work / f"{label}-{side}.json").exists() else None
     except SideFailed:
         return None
 
@@ -255,18 +263,26 @@ def _prepare(commands: dict[str, list[str]], work: Path, args: argparse.Namespac
         for s in "AB":
             _process(commands[s], s, "prepare", work, args, env)
         return
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        started = [pool.submit(_process, commands[s], s, "prepare", work, args, env) for s in "AB"]
-        for future in started:
-            future.result()  # a side that failed raises here, after both have ended
+    started: list[_Running] = []
+    try:
+        for s in "AB":
+            started.append(_start(commands[s], s, "prepare", work, args, env))
+        codes = [_end(r) for r in started]
+    finally:
+        for r in started:
+            if r.popen.returncode is None:
+                _end(r, kill=True)  # interrupted while the other was waited for
+    for s, rc in zip("AB", codes, strict=True):
+        _read(work, s, "prepare", rc, args)  # a side that failed raises here, after both have ended
 
 
-def _again(args: argparse.Namespace) -> str:
-    """The command as given, to end a failure message with."""
+def _again(args: argparse.Namespace, resume: bool = False) -> str:
+    """The command as given (with --resume if `resume`), to end a failure message with."""
     opts = [f"--a {shlex.quote(args.a)}", f"--b {shlex.quote(args.b)}", f"--rounds {args.rounds}"]
-    opts += [f"--work-dir {args.work_dir}"] if args.work_dir else []
+    opts += [f"--budget-s {args.budget_s:g}"] if getattr(args, "budget_s", 0) else []
+    opts += [f"--work-dir {shlex.quote(str(args.work_dir))}"] if args.work_dir else []
     opts += ["--reuse-compiles"] if args.reuse_compiles else []
-    opts += ["--resume"] if args.resume else []
+    opts += ["--resume"] if args.resume or resume else []
     return " ".join(["vitperf ab", *opts, "--", *map(shlex.quote, args.pytest_args)])
 
 
@@ -279,9 +295,42 @@ def _builds(args: argparse.Namespace) -> str:
     return "each process"
 
 
+def _run(
+    commands: dict[str, list[str]], work: Path, args: argparse.Namespace, env: dict[str, str]
+) -> tuple[int, list[tuple[Process, Process]], list[Row]]:
+    """The prepares (unless a resumed run has them), then the rounds, a block at a time while rows are unknown and
+    the budget lasts: the looks taken, the rounds, and the rows judged."""
+    from pytest_vitperf.verdicts.ab import UNKNOWN, judge, order, pairs
+
+    start = time.monotonic()
+    looks = _begin(work, args)
+    if not (args.resume and all(_recorded(work, "prepare", s, args) for s in "AB")):
+        _prepare(commands, work, args, env)
+    rounds: list[tuple[Process, Process]] = []
+    planned = args.rounds
+    while True:
+        rounds += _rounds(len(rounds), order(planned)[len(rounds) :], commands, work, args, env)
+        looks += 1
+        _write_run(work, args, looks)
+        rows = judge(pairs(rounds), threshold=args.threshold, confidence=args.confidence, looks=looks)
+        if not any(r.verdict == UNKNOWN for r in rows) or time.monotonic() - start > args.budget_s:
+            return looks, rounds, rows
+        planned += 4  # one more ABBA block keeps the order balanced
+
+
+def _kept(work: Path, args: argparse.Namespace) -> str:
+    """What an interrupted run leaves for --resume: the processes that finished, as the work folder holds them."""
+    prepared = [s for s in "AB" if _recorded(work, "prepare", s, args, say=False)]
+    done = 0
+    while all(_recorded(work, f"round{done}", s, args, say=False) for s in "AB"):
+        done += 1
+    return (f"Kept in {work}: {len(prepared)} of 2 prepares and {done} whole round(s); not run: "
+            f"{'the rounds' if len(prepared) < 2 else f'round {done} on'}")  # fmt: skip
+
+
 def _ab(args: argparse.Namespace) -> int:
     from pytest_vitperf.report.ab import github_action_benchmark, markdown
-    from pytest_vitperf.verdicts.ab import UNKNOWN, exit_code, judge, order, pairs
+    from pytest_vitperf.verdicts.ab import exit_code
 
     if args.rounds < 3:
         print(f"vitperf ab: an interval needs 3 rounds or more: {EXAMPLE}", file=sys.stderr)
@@ -291,28 +340,19 @@ def _ab(args: argparse.Namespace) -> int:
     except argparse.ArgumentTypeError as exc:
         print(f"vitperf ab: {exc}", file=sys.stderr)
         return 2
-    work = Path(args.work_dir or tempfile.mkdtemp(prefix="vitperf-ab-"))
+    work = args.work_dir = Path(args.work_dir or tempfile.mkdtemp(prefix="vitperf-ab-"))  # named in what to run next
     work.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, **({"CUDA_VISIBLE_DEVICES": args.gpu} if args.gpu is not None else {}))
-    start = time.monotonic()
     try:
-        looks = _begin(work, args)
-        if not (args.resume and all(_recorded(work, "prepare", s, args) for s in "AB")):
-            _prepare(commands, work, args, env)
-        rounds: list[tuple[Process, Process]] = []
-        planned = args.rounds
-        while True:
-            rounds += _rounds(len(rounds), order(planned)[len(rounds) :], commands, work, args, env)
-            looks += 1
-            _write_run(work, args, looks)
-            rows = judge(pairs(rounds), threshold=args.threshold, confidence=args.confidence, looks=looks)
-            unknown = any(r.verdict == UNKNOWN for r in rows)
-            if not unknown or time.monotonic() - start > args.budget_s:
-                break
-            planned += 4  # one more ABBA block keeps the order balanced
+        with processes.interruptible():
+            looks, rounds, rows = _run(commands, work, args, env)
     except SideFailed as exc:
         print(f"vitperf ab: {exc}", file=sys.stderr)
         return 2
+    except processes.Interrupted as exc:
+        print(f"vitperf ab: {exc}, and every process it started has ended. {_kept(work, args)}; resume with: "
+              f"{_again(args, resume=True)}", file=sys.stderr)  # fmt: skip
+        return exc.code
     device = f"GPU {args.gpu}" if args.gpu is not None else "the default device"
     facts = {"a": args.a, "b": args.b, "device": device, "threshold": args.threshold, "confidence": args.confidence,
              "rounds": len(rounds), "looks": looks, "compile": compile_mode(args.pytest_args),

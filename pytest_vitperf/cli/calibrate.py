@@ -10,6 +10,7 @@ whether it was caught.
 from __future__ import annotations
 
 import argparse
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any
 
 from pytest_vitperf.cli import argtypes
 from pytest_vitperf.cli.baselines import DEFAULT_BASELINES
+from pytest_vitperf.core import processes
 from pytest_vitperf.report.tables import table
 from pytest_vitperf.verdicts.stats import Prior
 
@@ -27,8 +29,34 @@ def _pytest(args: argparse.Namespace, *extra: str) -> list[str]:
 
 
 def _run(cmd: list[str], quiet: bool) -> subprocess.CompletedProcess[str]:
+    """One fresh process, ended with all it started if this one is interrupted (processes.interruptible)."""
     print("$ " + " ".join(cmd[1:]), flush=True)
-    return subprocess.run(cmd, capture_output=quiet, text=True, check=False)
+    pipe = subprocess.PIPE if quiet else None
+    child = processes.start(cmd, stdout=pipe, stderr=pipe, text=True)
+    out, err = None, None
+    try:
+        out, err = child.communicate()
+    finally:
+        processes.end(child, kill=child.returncode is None)
+    return subprocess.CompletedProcess(cmd, child.returncode, out, err)
+
+
+def _again(args: argparse.Namespace) -> str:
+    return "vitperf calibrate " + " ".join(shlex.quote(a) for a in sys.argv[2:])
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    at = [0]  # the run under way
+    try:
+        with processes.interruptible():
+            return _runs(args, at)
+    except processes.Interrupted as exc:
+        what = f"run {at[0]} of {args.runs} was cut off" if at[0] <= args.runs else "the delay check was cut off"
+        print(f"vitperf calibrate: {exc} and every process it started has ended: {what}. The "
+              f"{min(at[0] - 1, args.runs)} run(s) before it stay in the baselines of {args.baseline_dir}; run "
+              f"again: {_again(args)}",
+              file=sys.stderr)  # fmt: skip
+        return exc.code
 
 
 def spread_rows(
@@ -58,16 +86,17 @@ def spread_rows(
     return rows
 
 
-def _calibrate(args: argparse.Namespace) -> int:
+def _runs(args: argparse.Namespace, at: list[int]) -> int:
     if args.runs < 3:
         print("vitperf calibrate: a spread needs 3 runs or more: vitperf calibrate --runs 5", file=sys.stderr)
         return 2
     for k in range(1, args.runs + 1):
+        at[0] = k
         print(f"== run {k} of {args.runs}")
         done = _run(_pytest(args, "--vitperf-record-run"), args.quiet)
         if done.returncode != 0:
             print(f"vitperf calibrate: run {k} exited {done.returncode}; nothing more is recorded. Fix it, then run "
-                  "again: vitperf calibrate " + " ".join(sys.argv[2:]), file=sys.stderr)  # fmt: skip
+                  f"again: {_again(args)}", file=sys.stderr)  # fmt: skip
             return 1
     priors: dict[tuple[Path, str], Prior | None] = {}
     rows = spread_rows(args.baseline_dir, args.false_alarm, priors)
@@ -82,6 +111,7 @@ def _calibrate(args: argparse.Namespace) -> int:
               + ("none (fewer than 3 rows with a spread)" if prior is None else prior.text()))  # fmt: skip
     if args.inject is None:
         return 0
+    at[0] = args.runs + 1
     precision, rel = args.inject
     print(f"== a known delay: {precision} +{rel:.0%}")
     done = _run(_pytest(args, f"--vitperf-inject-delay={precision}={rel}"), quiet=True)

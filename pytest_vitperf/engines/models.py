@@ -264,9 +264,35 @@ def retry_unfused(run: Callable[[], T], model: torch.nn.Module) -> T:
             setattr(m, "fused_attn", True)  # noqa: B010
 
 
-def _load_state_dict(path: Path) -> dict[str, Any]:
+def weights_problem(path: Path) -> str | None:
+    """What makes `path` no weights file, found without loading it (safetensors' header; torch.save's archive, or an
+    old pickle's first byte), or None. Cheap: the options are checked with it before anything is built."""
     if not path.is_file():
-        raise FileNotFoundError(f"weights file {path} does not exist")
+        return "does not exist" if not path.exists() else "is a folder, not a weights file"
+    try:
+        with path.open("rb") as f:
+            head = f.read(8)
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    if path.suffix == ".safetensors":
+        from safetensors import SafetensorError, safe_open
+
+        try:
+            with safe_open(str(path), framework="numpy"):
+                return None
+        except (SafetensorError, OSError, ValueError) as exc:
+            return f"is not a safetensors file ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
+    import zipfile
+
+    if zipfile.is_zipfile(path) or head[:1] == b"\x80":
+        return None
+    return "is neither .safetensors nor a torch.save file (a zip archive); save the state dict with either"
+
+
+def _load_state_dict(path: Path) -> dict[str, Any]:
+    problem = weights_problem(path)
+    if problem is not None:
+        raise ValueError(f"weights file {path} {problem}")
     if path.suffix == ".safetensors":
         from safetensors.torch import load_file
 

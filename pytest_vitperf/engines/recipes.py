@@ -218,7 +218,8 @@ class CalibrationCache:
     added or changed (amax, SmoothQuant's pre-scales and rescaled weights, 2:4 masks). Restoring it gives the same
     model, bit for bit, without the calibration passes, which cost 2-13 s of each quantized engine's preparation on
     an H100. The key covers the weights, the recipe, the calibration data, the device kind and Model Optimizer's
-    version; an entry that cannot be read is calibrated again and rewritten."""
+    version; an entry that cannot be read is calibrated again and rewritten. It is read with torch's weights-only
+    unpickler, which builds tensors and plain containers and calls nothing else."""
 
     def __init__(self, root: Path, recipe: Recipe, model: torch.nn.Module, batches: list[torch.Tensor]) -> None:
         device = next(model.parameters()).device.type
@@ -232,10 +233,11 @@ class CalibrationCache:
         if not self.path.exists():
             return None
         try:
-            # Our own file (weights_only cannot load Model Optimizer's mode state).
-            saved = torch.load(io.BytesIO(self.path.read_bytes()), weights_only=False, map_location="cpu")
+            # Never unpickled beyond tensors and plain containers: a cache folder may come from a CI cache that
+            # another branch wrote. Every recipe's mode state is such plain data (tests/test_calibration_cache.py).
+            saved = torch.load(io.BytesIO(self.path.read_bytes()), weights_only=True, map_location="cpu")
             state, tensors = saved["modelopt_state"], saved["tensors"]
-        except Exception:  # a truncated or foreign file: calibrate again
+        except Exception:  # a truncated, foreign or hostile file: calibrate again, and overwrite it
             return None
         if self.recipe.mha_fp8:  # the structural change that Model Optimizer's state does not record
             to_bmm_attention(model)

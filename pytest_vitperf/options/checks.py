@@ -1,0 +1,97 @@
+"""Every path option checked when the plugin configures, before any model is built: a weights file that is not
+one, an accuracy folder without images, a floors file that does not parse, a cache folder that cannot be written.
+Each gets one line naming the option and the path, as a usage error (exit 4), instead of a traceback per test
+minutes later. Cheap checks only: nothing here imports torch."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from pytest_vitperf.core.settings import Settings
+from pytest_vitperf.engines.models import PRETRAINED, weights_problem
+from pytest_vitperf.options import (
+    ACCURACY_DATA,
+    BASELINE_DIR,
+    CACHE_DIR,
+    EXPORT,
+    FLOORS,
+    HISTORY,
+    RECORD_RUN,
+    REPORT,
+    UPDATE_BASELINES,
+    WAIT_FOR,
+    WEIGHTS,
+)
+
+# torchvision's ImageFolder takes these (torchvision.datasets.folder.IMG_EXTENSIONS; tests hold them equal)
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
+
+
+def check_paths(s: Settings) -> None:
+    """Raise a usage error for the first path option that cannot serve."""
+    problems = [
+        *((WEIGHTS, f"{model}={path}", weights_problem(Path(path))) for model, path in s.weights if path != PRETRAINED),
+        (ACCURACY_DATA, s.accuracy_data, s.accuracy_data and image_folder_problem(s.accuracy_data)),
+        (FLOORS, s.floors, s.floors and floors_problem(s.floors)),
+        (CACHE_DIR, s.cache_dir, s.cache_dir and writable_folder_problem(s.cache_dir)),
+        (HISTORY, s.history, s.history and writable_folder_problem(s.history)),
+        (REPORT, s.report, s.report and writable_folder_problem(s.report)),
+        (BASELINE_DIR, s.baseline_dir, s.baseline_dir and baseline_dir_problem(s)),
+        *((EXPORT, f"{fmt}={path}", writable_folder_problem(Path(path).parent)) for fmt, path in s.export),
+        (WAIT_FOR, s.wait_for, s.wait_for and _folder_of_problem(s.wait_for)),
+    ]
+    for flag, value, problem in problems:
+        if problem:
+            raise pytest.UsageError(f"{flag} {value}: {problem}")
+
+
+def writable_folder_problem(path: Path) -> str | None:
+    """Why files cannot be written in folder `path` (made if missing), or None."""
+    existing = next((p for p in (path, *path.parents) if p.exists()), None)
+    if existing is None or not existing.is_dir():
+        return f"{existing} is not a folder; give a folder that can be written"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"{existing} cannot be written; give a folder that can be"
+    return None
+
+
+def _folder_of_problem(path: Path) -> str | None:
+    return None if path.parent.is_dir() else f"its folder {path.parent} does not exist; give a file in one that does"
+
+
+def baseline_dir_problem(s: Settings) -> str | None:
+    assert s.baseline_dir is not None
+    if s.baseline_dir.exists() and not s.baseline_dir.is_dir():
+        return "is not a folder; give the baselines folder, e.g. baselines/"
+    if s.update_baselines or s.record_run:
+        flag = UPDATE_BASELINES if s.update_baselines else RECORD_RUN
+        problem = writable_folder_problem(s.baseline_dir)
+        return problem and f"{problem} ({flag} writes there)"
+    return None
+
+
+def floors_problem(path: Path) -> str | None:
+    """A floors file that does not exist or does not parse: what is wrong, in the floors reader's words."""
+    from pytest_vitperf.verdicts.floors import FloorsFile, FloorsFileError
+
+    try:
+        FloorsFile.load(path)
+    except FloorsFileError as exc:
+        return str(exc).split(": ", 1)[-1] + "; fix it (format in docs/floors.md) or name another"
+    return None
+
+
+def image_folder_problem(root: Path) -> str | None:
+    """Why `root` is not an ImageFolder: no folder, no class sub-folders, or a class without images."""
+    if not root.is_dir():
+        return "is not a folder; give one with a sub-folder of images per class"
+    classes = sorted(p for p in root.iterdir() if p.is_dir())
+    if not classes:
+        return "has no class sub-folders; give one with a sub-folder of images per class"
+    for c in classes:
+        if not any(f.lower().endswith(IMAGE_SUFFIXES) for _, _, files in os.walk(c) for f in files):
+            return f"class folder {c.name!r} holds no images ({', '.join(IMAGE_SUFFIXES)}); add some or remove it"
+    return None

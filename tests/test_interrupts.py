@@ -1,0 +1,195 @@
+"""Interrupts end everything: SIGINT or SIGTERM to `vitperf ab`, `vitperf calibrate` or a pytest run with the plugin
+ends every process it started within seconds, prints one line (what was done, what was not, the command that
+resumes) and exits 130 or 143; a parent killed outright takes its children along; `vitperf ab --resume` then
+finishes the run. Real processes throughout: the sides of `vitperf ab` are shell scripts that stand in for pytest
+(each writes a real process's --benchmark-json) and start a grandchild, as pytest starts compile workers."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_vitperf.core import processes
+
+DATA = Path(__file__).parent / "data" / "h100-vit_base-rounds-benchmark.json"
+# A side: records its pid and its grandchild's, waits for its turn where asked, hangs where SLOW matches its
+# label (prepare-A, round1-B, ...), else writes the recorded JSON.
+SIDE = """
+for a in "$@"; do case $a in --vitperf-wait-for=*) turn=${a#*=};; --benchmark-json=*) out=${a#*=};; esac; done
+label=$(basename "$out" .json)
+sleep 300 & echo "$! grandchild $label" >> pids
+echo "$$ side $label" >> pids; echo "start $label" >> events
+if [ -n "$turn" ]; then while [ ! -f "$turn" ]; do sleep 0.05; done; fi
+echo "run $label" >> events
+case "$label" in $SLOW) sleep 300;; esac
+cp "$DATA" "$out"; echo "end $label" >> events
+"""
+LIMIT_S = 10.0
+
+
+def alive(pid: int) -> bool:
+    """Running, not a zombie waiting for a reaper."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _wait_for(check: object, what: str, limit_s: float = 60.0) -> None:
+    start = time.monotonic()
+    while not check():  # type: ignore[operator]
+        assert time.monotonic() - start < limit_s, f"waited {limit_s:.0f} s for {what}"
+        time.sleep(0.05)
+
+
+def _events(path: Path) -> list[str]:
+    f = path / "events"
+    return f.read_text().splitlines() if f.exists() else []
+
+
+def _pids(path: Path) -> list[int]:
+    f = path / "pids"
+    return [int(line.split()[0]) for line in f.read_text().splitlines()] if f.exists() else []
+
+
+def _none_left(path: Path) -> None:
+    """Every side and grandchild these runs started is gone within LIMIT_S."""
+    _wait_for(lambda: not any(alive(p) for p in _pids(path)), "the children to end", LIMIT_S)
+
+
+def _ab(path: Path, slow: str, *extra: str) -> subprocess.Popen[str]:
+    (path / "side.sh").write_text(SIDE)
+    sides = [f"env SIDE={s} DATA={DATA} sh side.sh" for s in "AB"]
+    cmd = [sys.executable, "-m", "pytest_vitperf.cli", "ab", "--a", sides[0], "--b", sides[1], "--rounds", "4",
+           "--work-dir", str(path / "w"), *extra, "--", "suite.py"]  # fmt: skip
+    return subprocess.Popen(cmd, cwd=path, env={**os.environ, "SLOW": slow}, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+
+
+def _stopped(ab: subprocess.Popen[str], signum: int) -> str:
+    ab.send_signal(signum)
+    start = time.monotonic()
+    _, err = ab.communicate(timeout=LIMIT_S)
+    assert time.monotonic() - start < LIMIT_S
+    assert ab.returncode == 128 + signum, err
+    return err
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_during_the_prepares_ends_both_and_resume_finishes(tmp_path: Path, signum: int) -> None:
+    ab = _ab(tmp_path, "prepare-*")
+    _wait_for(lambda: {"run prepare-A", "run prepare-B"} <= set(_events(tmp_path)), "both prepares")
+    err = _stopped(ab, signum)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    name = signal.Signals(signum).name
+    assert lines[0].startswith(f"vitperf ab: {name} arrived, and every process it started has ended. Kept in ")
+    assert "0 of 2 prepares and 0 whole round(s); not run: the rounds; resume with: vitperf ab " in lines[0]
+    assert lines[0].endswith(f"--work-dir {tmp_path / 'w'} --resume -- suite.py")
+    _none_left(tmp_path)
+    assert not list((tmp_path / "w").glob("prepare-*.json"))  # what the killed processes might have written
+
+    again = _ab(tmp_path, "none", "--resume")  # the command the line ends with
+    _, err = again.communicate(timeout=120)
+    assert again.returncode == 0, err
+    assert {f"round{i}-{s}.json" for i in range(4) for s in "AB"} <= {p.name for p in (tmp_path / "w").glob("*")}
+    _none_left(tmp_path)
+
+
+def test_sigint_during_a_round_keeps_the_rounds_before_it_and_resume_runs_the_rest(tmp_path: Path) -> None:
+    ab = _ab(tmp_path, "round1-B")  # ABBA: round 1 begins with B
+    _wait_for(lambda: "run round1-B" in _events(tmp_path), "round 1")
+    err = _stopped(ab, signal.SIGINT)
+    assert "Kept in " in err and "2 of 2 prepares and 1 whole round(s); not run: round 1 on;" in err
+    _none_left(tmp_path)
+    work = tmp_path / "w"
+    logs = {p.name: p.stat().st_mtime_ns for p in work.glob("*.log")}
+    again = _ab(tmp_path, "none", "--resume")
+    out, err = again.communicate(timeout=120)
+    assert again.returncode == 0, err
+    rerun = {name for name, t in logs.items() if (work / name).stat().st_mtime_ns != t}
+    assert rerun == {"round1-A.log", "round1-B.log"}  # round 1 whole, and nothing before it
+    assert {f"round{i}-{s}.json" for i in range(4) for s in "AB"} <= {p.name for p in work.glob("*.json")}
+    _none_left(tmp_path)
+
+
+def test_a_parent_killed_outright_takes_its_children_along(tmp_path: Path) -> None:
+    ab = _ab(tmp_path, "prepare-*")
+    _wait_for(lambda: {"run prepare-A", "run prepare-B"} <= set(_events(tmp_path)), "both prepares")
+    ab.kill()
+    ab.communicate()
+    sides = [int(line.split()[0]) for line in (tmp_path / "pids").read_text().splitlines() if " side " in line]
+    # the kernel's parent-death signal: nothing of the parent's runs to end them
+    _wait_for(lambda: not any(alive(p) for p in sides), "the sides to end", LIMIT_S)
+
+
+def test_a_second_signal_kills_at_once(tmp_path: Path) -> None:
+    """The first SIGTERM raises Interrupted; one more, while that is handled, ends the process by its default."""
+    script = (
+        "import os, signal, time\n"
+        "from pytest_vitperf.core import processes\n"
+        "with processes.interruptible():\n"
+        "    try:\n"
+        "        os.kill(os.getpid(), signal.SIGTERM); time.sleep(5)\n"
+        "    except processes.Interrupted as exc:\n"
+        "        print(exc.code, flush=True); os.kill(os.getpid(), signal.SIGTERM); time.sleep(5)\n"
+        "print('not reached')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=30, check=False)
+    assert done.stdout == "143\n" and done.returncode == -signal.SIGTERM
+
+
+def test_the_group_a_child_started_goes_with_it(tmp_path: Path) -> None:
+    child = processes.start(["sh", "-c", "sleep 300 & echo $! > grandchild; wait"], cwd=tmp_path)
+    _wait_for(lambda: (tmp_path / "grandchild").exists() and (tmp_path / "grandchild").read_text().strip(), "it")
+    grandchild = int((tmp_path / "grandchild").read_text())
+    assert processes.end(child) == -signal.SIGKILL
+    _wait_for(lambda: not alive(grandchild), "the grandchild to end", LIMIT_S)
+
+
+SLOW_TEST = """
+import os, time
+import pytest
+
+@pytest.mark.gpu_bench
+def test_slow(vitperf_session):
+    with open("started", "w") as f:
+        f.write(str(os.getpid()))
+    time.sleep(120)
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_pytest_run_ended_by_a_signal_says_so_and_exits_with_it(tmp_path: Path, signum: int) -> None:
+    (tmp_path / "test_slow.py").write_text(SLOW_TEST)
+    run = subprocess.Popen([sys.executable, "-m", "pytest", "--gpu-bench", "-p", "no:cacheprovider", "test_slow.py",
+                            f"--vitperf-cache-dir={tmp_path / 'cache'}"], cwd=tmp_path, text=True,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+    _wait_for(lambda: (tmp_path / "started").exists(), "the test to start")
+    run.send_signal(signum)
+    start = time.monotonic()
+    out, _ = run.communicate(timeout=LIMIT_S)
+    assert time.monotonic() - start < LIMIT_S and run.returncode == 128 + signum, out
+    name = signal.Signals(signum).name
+    assert (f"vitperf: {name} ended the run after 0 measurement(s); no baseline, history, export or report was "
+            f"written; the engines it built are kept in {tmp_path / 'cache'}, so a new run starts warm. Run again: "
+            "pytest --gpu-bench -p no:cacheprovider test_slow.py --vitperf-cache-dir=") in out
+
+
+def test_vitperf_calibrate_ended_by_sigterm_ends_its_run(tmp_path: Path) -> None:
+    (tmp_path / "test_slow.py").write_text(SLOW_TEST)
+    cal = subprocess.Popen([sys.executable, "-m", "pytest_vitperf.cli", "calibrate", "--runs", "3", "--baseline-dir",
+                            str(tmp_path / "bl"), "--", "test_slow.py"], cwd=tmp_path, text=True,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    _wait_for(lambda: (tmp_path / "started").exists() and (tmp_path / "started").read_text(), "the first run")
+    err = _stopped(cal, signal.SIGTERM)
+    assert err.strip().count("\n") == 0, err
+    assert "vitperf calibrate: SIGTERM arrived and every process it started has ended: run 1 of 3 was cut off. " \
+        f"The 0 run(s) before it stay in the baselines of {tmp_path / 'bl'}; run again: vitperf calibrate" in err
+    _wait_for(lambda: not alive(int((tmp_path / "started").read_text())), "the run to end", LIMIT_S)
