@@ -4,8 +4,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 pytest_plugins = ["pytester"]
+
+# Hypothesis profiles: `ci` (the default) has no deadline, since a loaded 2-core machine can take seconds for one
+# example; `nightly` runs 5000 examples a test (pytest --hypothesis-profile=nightly tests/test_fuzz_files.py).
+settings.register_profile("ci", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("nightly", parent=settings.get_profile("ci"), max_examples=5000)
+settings.load_profile("ci")
 
 REPO = Path(__file__).resolve().parents[1]
 SUITE = REPO / "suites" / "test_vit_latency.py"

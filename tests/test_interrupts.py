@@ -111,7 +111,7 @@ def test_sigint_during_a_round_keeps_the_rounds_before_it_and_resume_runs_the_re
     work = tmp_path / "w"
     logs = {p.name: p.stat().st_mtime_ns for p in work.glob("*.log")}
     again = _ab(tmp_path, "none", "--resume")
-    out, err = again.communicate(timeout=120)
+    _, err = again.communicate(timeout=120)
     assert again.returncode == 0, err
     rerun = {name for name, t in logs.items() if (work / name).stat().st_mtime_ns != t}
     assert rerun == {"round1-A.log", "round1-B.log"}  # round 1 whole, and nothing before it

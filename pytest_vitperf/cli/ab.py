@@ -214,11 +214,13 @@ def _begin(work: Path, args: argparse.Namespace) -> int:
     try:
         earlier = json.loads((work / RUN_FILE).read_text())
         looks = int(earlier.pop("looks"))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        raise SideFailed(f"{work} holds no earlier vitperf ab run to resume; start one without --resume: "
+        if looks < 0:
+            raise ValueError(looks)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, OverflowError, RecursionError):
+        raise SideFailed(f"{work / RUN_FILE} holds no earlier vitperf ab run to resume; start one without --resume: "
                          f"{_again(args).replace(' --resume', '')}") from None  # fmt: skip
     if earlier != _what(args):
-        raise SideFailed(f"{work} holds a run of other sides or suites (its {RUN_FILE} says which); resume that "
+        raise SideFailed(f"{work / RUN_FILE} holds a run of other sides or suites; resume that "
                          f"one, or start this one elsewhere: {_again(args).replace(' --resume', '')}")  # fmt: skip
     return looks
 

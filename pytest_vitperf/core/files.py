@@ -30,11 +30,15 @@ def read_json(
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise error(path, f"cannot be read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise error(path, f"is not UTF-8 text (byte {exc.start}), so not JSON") from None
     try:
         return json.loads(prepare(text) if prepare is not None else text)
     except json.JSONDecodeError as exc:
         what = exc.msg.removesuffix(" at")  # "Unterminated string starting at" would read "at at line"
         raise error(path, f"is not valid JSON: {what} at line {exc.lineno}, column {exc.colno}") from None
+    except RecursionError:
+        raise error(path, "is not valid JSON: nested too deeply") from None
 
 
 def write_atomic(path: Path, data: str | bytes) -> None:

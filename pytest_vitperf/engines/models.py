@@ -290,20 +290,27 @@ def weights_problem(path: Path) -> str | None:
 
 
 def _load_state_dict(path: Path) -> dict[str, Any]:
+    """The tensors of a weights file, never unpickling more than tensors and plain containers; ValueError, one line
+    naming the file, for a file that does not load or holds no state dict."""
     problem = weights_problem(path)
     if problem is not None:
         raise ValueError(f"weights file {path} {problem}")
-    if path.suffix == ".safetensors":
-        from safetensors.torch import load_file
-
-        return load_file(str(path))
     import torch
 
-    state = torch.load(path, map_location="cpu", weights_only=True)
+    try:
+        if path.suffix == ".safetensors":
+            from safetensors.torch import load_file
+
+            state = load_file(str(path))
+        else:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # safetensors', torch's zip reader's and the weights-only unpickler's many errors
+        why = (str(exc) or type(exc).__name__).splitlines()[0]
+        raise ValueError(f"weights file {path} does not load ({why})") from None
     if isinstance(state, dict) and "state_dict" in state:
         state = state["state_dict"]
-    if not isinstance(state, dict):
-        raise ValueError(f"weights file {path} does not hold a state dict")
+    if not isinstance(state, dict) or not all(isinstance(t, torch.Tensor) for t in state.values()):
+        raise ValueError(f"weights file {path} does not hold a state dict (names to tensors)")
     return state
 
 

@@ -245,10 +245,11 @@ class CalibrationCache:
         try:
             model = mto.restore_from_modelopt_state(model, state)
             model.load_state_dict(tensors, strict=False)
-        except Exception as exc:
+        except Exception as exc:  # restoring has changed the model part way: it cannot be calibrated now
+            why = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
             raise VitperfError(
-                f"calibration cache {self.path} does not fit this model ({type(exc).__name__}: {exc}); "
-                f"remove it to calibrate again: rm {self.path}"
+                f"calibration cache {self.path} does not fit this model ({why}); remove it to calibrate again: "
+                f"rm {self.path}"
             ) from None
         return model
 

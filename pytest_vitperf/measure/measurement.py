@@ -244,21 +244,35 @@ class BenchmarkJsonError(FileError):
     kind = "pytest-benchmark JSON"
 
 
+def _measurement(b: dict[str, Any]) -> Measurement | None:
+    """One benchmark of a --benchmark-json file, or None for one of pytest-benchmark's own fixture."""
+    v = b.get("extra_info", {}).get("vitperf")
+    if not v:
+        return None
+    p = b["params"]
+    spec = Spec(p["model"], p["precision"], int(p["batch"]), v["backend"], v.get("backend_version"), v["device"],
+                v.get("sm"), v.get("timer", "perf_counter"), v.get("gpu_index"), v.get("gpu_uuid"),
+                {k: val for k, val in b.get("options", {}).items() if k != "timer"})  # fmt: skip
+    clocks = tuple(ClockReading(**r) for r in v.get("clocks", []))
+    rounds = tuple(int(n) for n in v.get("rounds", ()))
+    return Measurement(spec, tuple(float(s) * 1e3 for s in b["stats"]["data"]), clocks, rounds)
+
+
 def read_benchmark_json(path: Path) -> list[Measurement]:
     """The measurements of a `--benchmark-json` file written by this plugin (raw samples, options, clocks)."""
     doc = read_json(path, BenchmarkJsonError)
+    benchmarks = doc.get("benchmarks", []) if isinstance(doc, dict) else []
+    if not isinstance(benchmarks, list):
+        raise BenchmarkJsonError(path, "'benchmarks' must be a list")
     out = []
-    for b in doc.get("benchmarks", []) if isinstance(doc, dict) else []:
-        v = b.get("extra_info", {}).get("vitperf")
-        if not v:
-            continue  # a benchmark of pytest-benchmark's own fixture, not a measurement
-        p = b["params"]
-        spec = Spec(p["model"], p["precision"], int(p["batch"]), v["backend"], v.get("backend_version"), v["device"],
-                    v.get("sm"), v.get("timer", "perf_counter"), v.get("gpu_index"), v.get("gpu_uuid"),
-                    {k: val for k, val in b.get("options", {}).items() if k != "timer"})  # fmt: skip
-        clocks = tuple(ClockReading(**r) for r in v.get("clocks", []))
-        rounds = tuple(int(n) for n in v.get("rounds", ()))
-        out.append(Measurement(spec, tuple(s * 1e3 for s in b["stats"]["data"]), clocks, rounds))
+    for i, b in enumerate(benchmarks):
+        try:
+            m = _measurement(b)
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
+            what = f"lacks {exc}" if isinstance(exc, KeyError) else (str(exc) or type(exc).__name__).splitlines()[0]
+            raise BenchmarkJsonError(path, f"benchmarks[{i}] is not a measurement of this plugin ({what})") from None
+        if m is not None:
+            out.append(m)
     if not out:
         raise BenchmarkJsonError(path, "holds no pytest-vitperf measurement; write one with: "
                                        "pytest --gpu-bench suites/ --benchmark-json run.json")  # fmt: skip

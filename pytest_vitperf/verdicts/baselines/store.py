@@ -198,7 +198,16 @@ def read_file(path: Path) -> dict[str, Baseline]:
     entries = data.get("entries")
     if not isinstance(entries, dict):
         raise BaselineFileError(path, "'entries' must be an object")
-    return {name: _entry(path, name, raw, data) for name, raw in entries.items()}
+    out = {}
+    for name, raw in entries.items():
+        try:
+            out[name] = _entry(path, name, raw, data)
+        except (TypeError, ValueError, OverflowError, AttributeError) as exc:
+            if isinstance(exc, BaselineFileError):
+                raise
+            what = (str(exc) or type(exc).__name__).splitlines()[0]
+            raise BaselineFileError(path, f"entries[{name!r}] holds a value of the wrong kind ({what})") from None
+    return out
 
 
 class BaselineStorage(Protocol):
