@@ -74,7 +74,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    get_session(config).restore_signals()
+    session = config.stash.get(SESSION_KEY, None)  # None: configuring failed on a bad option
+    if session is not None:
+        session.restore_signals()
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
