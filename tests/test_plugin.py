@@ -99,8 +99,8 @@ def test_floors_option_points_at_another_file(suite: pytest.Pytester) -> None:
     result = suite.runpytest(*FAST, "--vitperf-precisions=fp16,fp32", "--vitperf-floors=strict.json")
     result.assert_outcomes(passed=1, failed=1)
     missing = suite.runpytest(*FAST, "--vitperf-precisions=fp16,fp32", "--vitperf-floors=nope.json")
-    missing.assert_outcomes(passed=1, failed=1)
-    missing.stdout.fnmatch_lines(["*floors file *nope.json: cannot be read*"])
+    assert missing.ret == pytest.ExitCode.USAGE_ERROR  # named on the command line: checked before anything runs
+    missing.stderr.fnmatch_lines(["ERROR: --vitperf-floors *nope.json: cannot be read (*)*"])
 
 
 def test_malformed_floors_file_fails_only_the_tests_that_need_it(suite: pytest.Pytester) -> None:

@@ -41,6 +41,7 @@ class) are required; `model` is a glob (default any), `via` is "engine", "fake-q
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
@@ -276,7 +277,7 @@ def _parse_entry(path: Path, i: int, raw: Any) -> Floor:
         valid = ", ".join(p for p in PRECISIONS if p != REFERENCE)
         raise FloorsFileError(path, f"{where}.precision {raw['precision']!r} is not one of: {valid}")
     speed = raw["min_speedup"]
-    if isinstance(speed, bool) or not isinstance(speed, (int, float)) or not speed > 0:
+    if isinstance(speed, bool) or not isinstance(speed, (int, float)) or not 0 < speed <= sys.float_info.max:
         raise FloorsFileError(path, f"{where}.min_speedup must be a number > 0, got {speed!r}")
     batch = raw.get("batch", "*")
     if batch != "*" and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
