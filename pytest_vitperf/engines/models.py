@@ -297,6 +297,7 @@ def _load_state_dict(path: Path) -> dict[str, Any]:
         raise ValueError(f"weights file {path} {problem}")
     import torch
 
+    state: Any
     try:
         if path.suffix == ".safetensors":
             from safetensors.torch import load_file
