@@ -6,7 +6,9 @@ Heavy modules (torch, timm, modelopt, tensorrt) are imported by fixtures and bac
 
 from __future__ import annotations
 
+import functools
 import itertools
+from collections.abc import Callable
 from typing import Any, cast
 
 import pytest
@@ -37,6 +39,7 @@ from pytest_vitperf.session import VitperfSession
 from pytest_vitperf.workers import BALANCING, case_id, too_many_workers
 
 MARKER = "gpu_bench"
+_RESTORE_SIGNALS = pytest.StashKey[Callable[[], None]]()
 PARAMS = ("vitperf_model", "vitperf_precision", "vitperf_batch")
 
 
@@ -70,13 +73,17 @@ def pytest_configure(config: pytest.Config) -> None:
         why = too_many_workers(workers, len(session.gpus), session.settings.share_devices)
         if why is not None:
             raise pytest.UsageError(why)
-    session.restore_signals = processes.on_first_signal(session.interrupt)
+    config.stash[_RESTORE_SIGNALS] = processes.on_first_signal(functools.partial(_interrupted, session))
+
+
+def _interrupted(session: VitperfSession, signum: int) -> KeyboardInterrupt:
+    """The first SIGINT or SIGTERM: pytest ends the run on KeyboardInterrupt, and outputs.finish exits with it."""
+    session.signal = signum
+    return KeyboardInterrupt()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    session = config.stash.get(SESSION_KEY, None)  # None: configuring failed on a bad option
-    if session is not None:
-        session.restore_signals()
+    config.stash.get(_RESTORE_SIGNALS, lambda: None)()
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:

@@ -25,8 +25,6 @@ from pytest_vitperf.verdicts.stats import family_wise
 from pytest_vitperf.workers import WorkerRecord, pin_gpu, share_host, visible_gpus, worker_count, worker_index
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     import torch
 
     from pytest_vitperf.core.settings import Settings
@@ -80,14 +78,7 @@ class VitperfSession:
         self.waited_s = 0.0  # importing torch and timm, then waiting for its turn (--vitperf-wait-for)
         self.rows_gated = 0  # benchmark tests collected: the baseline gate's rows share its false-alarm rate
         self.seed = settings.seed if settings.seed is not None else secrets.randbelow(2**31)
-        self.signal: int | None = None  # SIGINT or SIGTERM that ended the run (interrupt)
-        self.restore_signals: Callable[[], None] = lambda: None
-
-    def interrupt(self, signum: int) -> KeyboardInterrupt:
-        """The first SIGINT or SIGTERM (core.processes.on_first_signal): pytest ends the run on KeyboardInterrupt,
-        and its exit status becomes the signal's (outputs.finish)."""
-        self.signal = signum
-        return KeyboardInterrupt()
+        self.signal: int | None = None  # the SIGINT or SIGTERM that ended the run (plugin, outputs.finish)
 
     # -- where we run ---------------------------------------------------------------------------
     @cached_property
@@ -214,8 +205,7 @@ class VitperfSession:
         return self._models[model_name]
 
     def engine(self, model_name: str, precision: str, batch: int, backend: str | None = None, build: int = 0) -> Engine:
-        """The engine of `precision`, prepared once per session; `build` > 0 asks for another, separately built one
-        (a family measures builds apart: two builds of one engine can differ)."""
+        """The engine of `precision`, prepared once; `build` > 0 asks for another build (builds are measured apart)."""
         chosen = self.other_backend(backend)[0] if backend is not None else self.backend
         key = (model_name, precision, batch, chosen.name)
         built = (model_name, precision, batch, chosen.name, build)

@@ -97,9 +97,18 @@ def test_every_vitperf_example_parses(page: Path, capsys: pytest.CaptureFixture[
 def test_every_pytest_example_parses(pytester: pytest.Pytester) -> None:
     """pytest parses every example and collects its tests (an unknown or misspelt option exits 4; --help would not
     notice one). They run in an empty folder with suites/ linked in, so that nothing lands in the checkout; xdist's
-    `-n auto` becomes `-n 0`, since on a CPU more than one worker is a usage error. In this process: a fresh
+    `-n auto` becomes `-n 0`, since on a CPU more than one worker is a usage error. The checkpoint and the image folder
+    they name are made first. In this process: a fresh
     interpreter for each would import torch, timm and Model Optimizer a dozen times over."""
     (pytester.path / "suites").symlink_to(REPO / "suites")
+    # what the examples name as the user's own, since paths are checked as the plugin configures
+    import torch
+    from PIL import Image
+    from safetensors.torch import save_file
+
+    save_file({"w": torch.zeros(1)}, str(pytester.path / "ckpt.safetensors"))
+    (pytester.path / "val" / "n01440764").mkdir(parents=True)
+    Image.new("RGB", (8, 8)).save(pytester.path / "val" / "n01440764" / "0.png")
     examples = {shlex.join(w): w for page in GUIDE for w in _commands(page, "pytest")}
     for line, words in examples.items():
         words = ["0" if w == "auto" and words[i - 1] == "-n" else w for i, w in enumerate(words)]

@@ -87,25 +87,22 @@ def _start(
     if own:
         cache = _own_builds(cache, work / f"cache-{side}-{label}", shared_parts(args.pytest_args))
     waits = [f"{WAIT_FOR}={turn}"] if turn is not None else []
-    full = [*cmd, "-m", "pytest", "--gpu-bench", "-p", "no:cacheprovider", "-q",
-            f"--benchmark-json={work / f'{label}-{side}.json'}", f"--vitperf-cache-dir={cache}", *waits,
-            *suite_args(args.pytest_args)]  # fmt: skip
+    out = work / f"{label}-{side}.json"
+    full = [*cmd, "-m", "pytest", "--gpu-bench", "-p", "no:cacheprovider", "-q", f"--benchmark-json={out}",
+            f"--vitperf-cache-dir={cache}", *waits, *suite_args(args.pytest_args)]  # fmt: skip
     log = (work / f"{label}-{side}.log").open("wb")
     popen = processes.start(full, stdout=log, stderr=subprocess.STDOUT, env=env)
-    return _Running(popen, log, cache if own else None, work / f"{label}-{side}.json")
+    return _Running(popen, log, cache if own else None, out)
 
 
 def _end(r: _Running, kill: bool = False) -> int:
     """Wait for (or kill, with all it started) a process, then drop its own builds: they were its draw, never used
     again. A killed process's JSON goes too: a --resume must not take what it wrote as it was ended for a round."""
-    finished = False
     try:
-        rc = processes.end(r.popen, kill=kill)
-        finished = not kill
-        return rc
+        return processes.end(r.popen, kill=kill)
     finally:
         r.log.close()
-        if not finished:
+        if kill or (r.popen.returncode or 0) < 0:  # killed, by us or by a signal
             r.out.unlink(missing_ok=True)
         if r.cache is not None:
             shutil.rmtree(r.cache, ignore_errors=True)
@@ -225,9 +222,7 @@ def _begin(work: Path, args: argparse.Namespace) -> int:
     return looks
 
 
-def _recorded(
-    work: Path, label: str, side: str, args: argparse.Namespace, say: bool = True
-) -> Process | None:
+def _recorded(work: Path, label: str, side: str, args: argparse.Namespace, say: bool = True) -> Process | None:
     """A process that an earlier run of this work folder finished, or None (never run, or cut off mid-write)."""
     try:
         return _read(work, side, label, 0, args, say) if (work / f"{label}-{side}.json").exists() else None

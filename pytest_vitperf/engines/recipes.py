@@ -218,8 +218,7 @@ class CalibrationCache:
     added or changed (amax, SmoothQuant's pre-scales and rescaled weights, 2:4 masks). Restoring it gives the same
     model, bit for bit, without the calibration passes, which cost 2-13 s of each quantized engine's preparation on
     an H100. The key covers the weights, the recipe, the calibration data, the device kind and Model Optimizer's
-    version; an entry that cannot be read is calibrated again and rewritten. It is read with torch's weights-only
-    unpickler, which builds tensors and plain containers and calls nothing else."""
+    version; an entry that cannot be read (weights-only: tensors and plain containers) is calibrated again."""
 
     def __init__(self, root: Path, recipe: Recipe, model: torch.nn.Module, batches: list[torch.Tensor]) -> None:
         device = next(model.parameters()).device.type
@@ -233,8 +232,7 @@ class CalibrationCache:
         if not self.path.exists():
             return None
         try:
-            # Never unpickled beyond tensors and plain containers: a cache folder may come from a CI cache that
-            # another branch wrote. Every recipe's mode state is such plain data (tests/test_calibration_cache.py).
+            # A cache folder may come from a CI cache another branch wrote: every recipe's state is plain data.
             saved = torch.load(io.BytesIO(self.path.read_bytes()), weights_only=True, map_location="cpu")
             state, tensors = saved["modelopt_state"], saved["tensors"]
         except Exception:  # a truncated, foreign or hostile file: calibrate again, and overwrite it
@@ -246,11 +244,9 @@ class CalibrationCache:
             model = mto.restore_from_modelopt_state(model, state)
             model.load_state_dict(tensors, strict=False)
         except Exception as exc:  # restoring has changed the model part way: it cannot be calibrated now
-            why = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-            raise VitperfError(
-                f"calibration cache {self.path} does not fit this model ({why}); remove it to calibrate again: "
-                f"rm {self.path}"
-            ) from None
+            why = f"{type(exc).__name__}: {(str(exc) or '-').splitlines()[0]}"
+            raise VitperfError(f"calibration cache {self.path} does not fit this model ({why}); remove it to "
+                               f"calibrate again: rm {self.path}") from None
         return model
 
     def save(self, model: torch.nn.Module, before: dict[str, torch.Tensor]) -> None:
