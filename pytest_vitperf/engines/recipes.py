@@ -376,7 +376,8 @@ def export_ahead(precisions: Iterable[str], model: torch.nn.Module, batch: int, 
     it again in the caller and reports what went wrong."""
     import multiprocessing
     import os
-    from concurrent.futures import ProcessPoolExecutor
+
+    from pytest_vitperf.core.processes import die_with_parent
 
     missing = [p for p in dict.fromkeys(precisions) if not _export_path(p, model, batch, cache_dir).exists()]
     cores = os.cpu_count() or 1
@@ -384,12 +385,12 @@ def export_ahead(precisions: Iterable[str], model: torch.nn.Module, batch: int, 
     if workers < 2:
         return
     threads = cores // workers
-    # spawn, not fork: a forked child inherits the parent's torch thread pools and CUDA state, which it cannot use
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        jobs = [pool.submit(_export_in_child, p, model, batch, cache_dir, threads) for p in missing]
+    # spawn, not fork (a child would inherit torch's thread pools and CUDA state); leaving the pool terminates it
+    with multiprocessing.get_context("spawn").Pool(workers, initializer=die_with_parent) as pool:
+        jobs = [pool.apply_async(_export_in_child, (p, model, batch, cache_dir, threads)) for p in missing]
         for job in jobs:
             with contextlib.suppress(Exception):
-                job.result()
+                job.get()
 
 
 def _export_in_child(precision: str, model: torch.nn.Module, batch: int, cache_dir: Path, threads: int) -> None:
