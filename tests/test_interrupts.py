@@ -102,10 +102,13 @@ def test_a_signal_during_the_prepares_ends_both_and_resume_finishes(tmp_path: Pa
     _none_left(tmp_path)
 
 
-def test_sigint_during_a_round_keeps_the_rounds_before_it_and_resume_runs_the_rest(tmp_path: Path) -> None:
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_during_a_round_keeps_the_rounds_before_it_and_resume_runs_the_rest(
+    tmp_path: Path, signum: int
+) -> None:
     ab = _ab(tmp_path, "round1-B")  # ABBA: round 1 begins with B
     _wait_for(lambda: "run round1-B" in _events(tmp_path), "round 1")
-    err = _stopped(ab, signal.SIGINT)
+    err = _stopped(ab, signum)
     assert "Kept in " in err and "2 of 2 prepares and 1 whole round(s); not run: round 1 on;" in err
     _none_left(tmp_path)
     work = tmp_path / "w"
