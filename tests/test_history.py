@@ -100,6 +100,11 @@ def test_the_option_appends_each_run_and_a_failed_write_fails_the_run(suite: pyt
     assert len(json.loads(f.read_text())["runs"]) == 2
     (suite.path / "bad").write_text("a file where the history folder must go\n")
     r = suite.runpytest(*FAST, "--vitperf-precisions=fp32", "--vitperf-history=bad")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR  # seen as the plugin configures: nothing is measured in vain
+    r.stderr.fnmatch_lines(["ERROR: --vitperf-history */bad: */bad is not a folder; give a folder that can be written"])
+    (suite.path / "late").mkdir()
+    (suite.path / "late" / "torch").write_text("a file where the backend's folder must go\n")  # found only on writing
+    r = suite.runpytest(*FAST, "--vitperf-precisions=fp32", "--vitperf-history=late")
     r.assert_outcomes(passed=1)
     assert r.ret == pytest.ExitCode.TESTS_FAILED
     r.stdout.fnmatch_lines(["NOT WRITTEN: *; the run fails: fix that, then run again"])

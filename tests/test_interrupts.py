@@ -73,12 +73,13 @@ def _ab(path: Path, slow: str, *extra: str) -> subprocess.Popen[str]:
 
 
 def _stopped(ab: subprocess.Popen[str], signum: int) -> str:
+    """Its exit code and what it said. Its children are held to LIMIT_S; its own exit is given longer: on a 2-core
+    machine with two CPU-bound processes and a test run beside it, it once took more than 10 s."""
     ab.send_signal(signum)
-    start = time.monotonic()
-    _, err = ab.communicate(timeout=LIMIT_S)
-    assert time.monotonic() - start < LIMIT_S
-    assert ab.returncode == 128 + signum, err
-    return err
+    out, err = ab.communicate(timeout=6 * LIMIT_S)
+    text = out if err is None else err  # a pytest run's line is on its stdout, which takes its stderr too
+    assert ab.returncode == 128 + signum, text
+    return text
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
@@ -175,10 +176,7 @@ def test_a_pytest_run_ended_by_a_signal_says_so_and_exits_with_it(tmp_path: Path
                             f"--vitperf-cache-dir={tmp_path / 'cache'}"], cwd=tmp_path, text=True,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
     _wait_for(lambda: (tmp_path / "started").exists(), "the test to start")
-    run.send_signal(signum)
-    start = time.monotonic()
-    out, _ = run.communicate(timeout=LIMIT_S)
-    assert time.monotonic() - start < LIMIT_S and run.returncode == 128 + signum, out
+    out = _stopped(run, signum)
     name = signal.Signals(signum).name
     assert (f"vitperf: {name} ended the run after 0 measurement(s); no baseline, history, export or report was "
             f"written; the engines it built are kept in {tmp_path / 'cache'}, so a new run starts warm. Run again: "
