@@ -340,7 +340,7 @@ def test_vitperf_ab_finds_a_candidate_five_times_slower(
     code = main(["ab", "--a", a, "--b", b, "--rounds", "3",
                  "--threshold", "100%", "--work-dir", str(work), "--json", str(out["json"]),
                  "--markdown", str(out["md"]), "--export", str(out["export"]), "--", *suite])  # fmt: skip
-    assert code == EXIT_SLOWER, capsys.readouterr().out
+    assert code == EXIT_SLOWER, capsys.readouterr().err
     # the two prepare processes ran at once; then the rounds one process at a time, ABBA BAAB: on a CPU, which is
     # what it times, a process starts only once the one before it has ended (no turns)
     lines = events.read_text().split("\n")[:-1]

@@ -108,14 +108,6 @@ def _end(r: _Running, kill: bool = False) -> int:
             shutil.rmtree(r.cache, ignore_errors=True)
 
 
-def _process(
-    cmd: list[str], side: str, label: str, work: Path, args: argparse.Namespace, env: dict[str, str]
-) -> Process:
-    """One fresh process of `side`, run to its end; its rows by name."""
-    rc = _end(_start(cmd, side, label, work, args, env))
-    return _read(work, side, label, rc, args)
-
-
 def _host_timed(work: Path) -> bool:
     """Whether side A's prepare process timed on the host (a CPU run): the CPU is then what is measured."""
     from pytest_vitperf.measure.measurement import read_benchmark_json
@@ -139,11 +131,12 @@ def _in_turn(
     done: list[Process] = []
     try:
         for k, (label, side) in enumerate(tasks):
-            if k == 0 or not overlap:
-                started.append(_start(commands[side], side, label, work, args, env))
-            if overlap and k + 1 < len(tasks):
-                nxt_label, nxt_side = tasks[k + 1]
-                started.append(_start(commands[nxt_side], nxt_side, nxt_label, work, args, env, turns[k + 1]))
+            with processes.held():
+                if k == 0 or not overlap:
+                    started.append(_start(commands[side], side, label, work, args, env))
+                if overlap and k + 1 < len(tasks):
+                    nxt_label, nxt_side = tasks[k + 1]
+                    started.append(_start(commands[nxt_side], nxt_side, nxt_label, work, args, env, turns[k + 1]))
             rc = _end(started[k])
             done.append(_read(work, side, label, rc, args))
             if overlap and k + 1 < len(tasks):
@@ -258,12 +251,13 @@ def _prepare(commands: dict[str, list[str]], work: Path, args: argparse.Namespac
     b64 kernel 3.3% slower in every round (H100)."""
     if args.reuse_compiles:
         for s in "AB":
-            _process(commands[s], s, "prepare", work, args, env)
+            _in_turn([("prepare", s)], commands, work, args, env, overlap=False)
         return
     started: list[_Running] = []
     try:
         for s in "AB":
-            started.append(_start(commands[s], s, "prepare", work, args, env))
+            with processes.held():
+                started.append(_start(commands[s], s, "prepare", work, args, env))
         codes = [_end(r) for r in started]
     finally:
         for r in started:

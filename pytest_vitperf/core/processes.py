@@ -6,7 +6,8 @@ the kernel's parent-death signal, so that a parent killed outright (SIGKILL, an 
 a GPU that outlived its parent would sit beside the next job's measurements.
 
 SIGINT and SIGTERM raise `Interrupted` in the main thread, once: the handler puts the default action back, so a
-second signal ends the process at once, while the parent-death signal still ends its children.
+second signal ends the process at once, while the parent-death signal still ends its children. Start a child and
+record it under `held()`: an interrupt raised inside Popen, after the fork, would leave a child no one ends.
 """
 
 from __future__ import annotations
@@ -45,6 +46,9 @@ def on_first_signal(error: Callable[[int], BaseException]) -> Callable[[], None]
     def first(signum: int, frame: Any) -> None:
         for s in STOPPED:
             signal.signal(s, signal.SIG_DFL)
+        if _Hold.depth:
+            _Hold.pending = error(signum)
+            return
         raise error(signum)
 
     old = {s: signal.signal(s, first) for s in STOPPED}
@@ -64,6 +68,28 @@ def interruptible() -> Iterator[None]:
         yield
     finally:
         restore()
+
+
+class _Hold:
+    """held()'s depth, and the interrupt that arrived within it. Python runs signal handlers in the main thread only,
+    between its bytecodes: blocking the signals instead would not do, as another thread would take them."""
+
+    depth = 0
+    pending: BaseException | None = None
+
+
+@contextlib.contextmanager
+def held() -> Iterator[None]:
+    """Within: a first SIGINT or SIGTERM is kept and raised as the block is left (a second one still kills). Start a
+    child and record it in one, so that an interrupt cannot land between the two."""
+    _Hold.depth += 1
+    try:
+        yield
+    finally:
+        _Hold.depth -= 1
+        if not _Hold.depth and _Hold.pending is not None:
+            pending, _Hold.pending = _Hold.pending, None
+            raise pending
 
 
 def die_with_parent(parent: int | None = None) -> None:
@@ -86,7 +112,10 @@ def start(cmd: Sequence[str], **popen: Any) -> subprocess.Popen[Any]:
         os.setpgid(0, 0)
         die_with_parent(parent)
 
-    return subprocess.Popen(list(cmd), preexec_fn=setup, **popen)
+    # a run of its own, never the xdist worker its parent may be: pytest-benchmark, where it sees
+    # PYTEST_XDIST_WORKER, writes no --benchmark-json
+    env = {k: v for k, v in (popen.pop("env", None) or os.environ).items() if not k.startswith("PYTEST_XDIST_")}
+    return subprocess.Popen(list(cmd), preexec_fn=setup, env=env, **popen)
 
 
 def end(child: subprocess.Popen[Any], kill: bool = True) -> int:
@@ -100,4 +129,3 @@ def end(child: subprocess.Popen[Any], kill: bool = True) -> int:
             os.killpg(child.pid, signal.SIGKILL)  # the group outlives its leader while a member lives: never another's
         child.wait()
     return child.returncode
-
