@@ -36,10 +36,11 @@ from pytest_vitperf.options import GPU_BENCH, add_options
 from pytest_vitperf.options.checks import check_paths
 from pytest_vitperf.options.resolve import settings_from_config
 from pytest_vitperf.session import VitperfSession
-from pytest_vitperf.workers import BALANCING, case_id, too_many_workers
+from pytest_vitperf.workers import BALANCING, case_id, share_host, too_many_workers
 
 MARKER = "gpu_bench"
 _RESTORE_SIGNALS = pytest.StashKey[Callable[[], None]]()
+_RESTORE_THREADS = pytest.StashKey[Callable[[], None]]()
 PARAMS = ("vitperf_model", "vitperf_precision", "vitperf_batch")
 
 
@@ -65,7 +66,9 @@ def pytest_configure(config: pytest.Config) -> None:
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None:
         processes.die_with_parent()  # a controller killed outright takes its workers along, off the GPUs
-        session.pin(workerinput.get("vitperf_gpus", []))
+        gpus = workerinput.get("vitperf_gpus", [])
+        session.pin(gpus)
+        session.threads, config.stash[_RESTORE_THREADS] = share_host(session.settings.threads, len(gpus))
         return
     check_paths(session.settings)
     workers = getattr(config.option, "numprocesses", None)  # xdist's -n, made a number before pytest_configure
@@ -73,6 +76,8 @@ def pytest_configure(config: pytest.Config) -> None:
         why = too_many_workers(workers, len(session.gpus), session.settings.share_devices)
         if why is not None:
             raise pytest.UsageError(why)
+    else:  # the process that runs the tests: a controller's workers take theirs
+        session.threads, config.stash[_RESTORE_THREADS] = share_host(session.settings.threads, None)
     config.stash[_RESTORE_SIGNALS] = processes.on_first_signal(functools.partial(_interrupted, session))
 
 
@@ -83,7 +88,8 @@ def _interrupted(session: VitperfSession, signum: int) -> KeyboardInterrupt:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    config.stash.get(_RESTORE_SIGNALS, lambda: None)()
+    for restore in (_RESTORE_SIGNALS, _RESTORE_THREADS):
+        config.stash.get(restore, lambda: None)()
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:

@@ -22,7 +22,7 @@ from pytest_vitperf.measure.rounds import MAX_LOOKS, FamilyRun, RoundPlan
 from pytest_vitperf.verdicts.baselines.gate import Outcome, Write
 from pytest_vitperf.verdicts.floors import FLOORS_FILE, Floor, FloorsFile, Verdict
 from pytest_vitperf.verdicts.stats import family_wise
-from pytest_vitperf.workers import WorkerRecord, pin_gpu, share_host, visible_gpus, worker_count, worker_index
+from pytest_vitperf.workers import WorkerRecord, pin_gpu, visible_gpus, worker_index
 
 if TYPE_CHECKING:
     import torch
@@ -79,6 +79,7 @@ class VitperfSession:
         self.rows_gated = 0  # benchmark tests collected: the baseline gate's rows share its false-alarm rate
         self.seed = settings.seed if settings.seed is not None else secrets.randbelow(2**31)
         self.signal: int | None = None  # the SIGINT or SIGTERM that ended the run (plugin, outputs.finish)
+        self.threads = 0  # this process's thread budget (workers.share_host)
 
     # -- where we run ---------------------------------------------------------------------------
     @cached_property
@@ -86,13 +87,10 @@ class VitperfSession:
         return visible_gpus()
 
     def pin(self, gpus: list[str]) -> None:
-        """In xdist worker k (before CUDA starts): see only GPU k mod len(gpus), and take a share of the host's cores.
-        Every process then compiles for cuda:0, so compiled kernels cached by one worker serve the others, and a
-        one-process run, whichever GPU they ran on (Inductor's cache keys include the device index)."""
+        """In xdist worker k (before CUDA starts): see only GPU k mod len(gpus). Every process then compiles for
+        cuda:0, so compiled kernels cached by one worker serve the others, and a one-process run, whichever GPU they
+        ran on (Inductor's cache keys include the device index)."""
         self.gpu_index = pin_gpu(gpus, worker_index())
-        workers = worker_count()
-        if workers > 1:
-            share_host(workers)
 
     @cached_property
     def device(self) -> Device:
@@ -358,6 +356,7 @@ class VitperfSession:
             timed_s=round(math.fsum(m.timed_s for k, m in self.measurements.items() if k in self._measured_here), 1),
             wall_s=round(time.perf_counter() - self.started, 1),
             waited_s=self.waited_s,
+            threads=self.threads,
         )
 
     def export(self, worker: str) -> dict[str, Any]:

@@ -73,6 +73,7 @@ BOARD_SPREAD = "--vitperf-board-spread"
 RECORD_RUN = "--vitperf-record-run"
 GEMM_HOT = "--vitperf-gemm-hot"
 WAIT_FOR = "--vitperf-wait-for"
+THREADS = "--vitperf-threads"
 
 INCONCLUSIVE_OUTCOMES = ("warn", "xfail", "fail")
 
@@ -303,6 +304,14 @@ OPTIONS: tuple[_Option, ...] = (
         number(int, 0, "whole number"),
         "N",
         "the seed of the rounds' shuffled orders, to repeat a run's orders. Default: drawn per run and recorded.",
+    ),
+    _Option(
+        THREADS,
+        number(int, 1, "whole number"),
+        "N",
+        "CPU threads for this process and what it starts (torch intra- and inter-op, OpenMP, Inductor's compile "
+        "workers). Default: its share of the host's cores by the GPUs it sees of the host's (CUDA_VISIBLE_DEVICES), "
+        "divided among xdist workers on one device: jobs side by side on one host then do not oversubscribe it.",
     ),
     _Option(
         WAIT_FOR,
