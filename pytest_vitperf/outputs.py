@@ -25,6 +25,14 @@ def finish(session: pytest.Session, vs: VitperfSession) -> None:
     if workeroutput is not None:
         workeroutput["vitperf"] = vs.export(session.config.workerinput["workerid"])  # type: ignore[attr-defined]
         return
+    if vs.settings.cache_dir is not None and vs.placement.test_s:
+        from pytest_vitperf.workers import DURATIONS, write_durations
+
+        try:
+            write_durations(vs.settings.cache_dir, vs.placement.test_s)
+        except OSError as exc:
+            vs.export_errors.append(f"{vs.settings.cache_dir / DURATIONS}: {exc.strerror or exc} (the next -n run "
+                                    "deals its units by the model instead)")  # fmt: skip
     if vs.settings.history is not None:
         write_history(vs)
     write_exports(vs)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import time
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -78,7 +79,19 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(why)
     else:  # the process that runs the tests: a controller's workers take theirs
         session.threads, config.stash[_RESTORE_THREADS] = share_host(session.settings.threads, None)
+    config.pluginmanager.register(_Durations(session), "vitperf-durations")
     config.stash[_RESTORE_SIGNALS] = processes.on_first_signal(functools.partial(_interrupted, session))
+
+
+class _Durations:
+    """Each test's seconds (setup, call and teardown) and its worker's busy time, as the reports arrive."""
+
+    def __init__(self, session: VitperfSession) -> None:
+        self.session = session
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        node = getattr(report, "node", None)  # xdist's worker on the controller
+        self.session.placement.ran(report.nodeid, report.duration, node.gateway.id if node else "this process")
 
 
 def _interrupted(session: VitperfSession, signum: int) -> KeyboardInterrupt:
@@ -268,11 +281,12 @@ def _delay_banner(session: VitperfSession) -> list[str]:
 def _workers(tr: Any, session: VitperfSession) -> None:
     """Where each xdist worker ran, and any that went down (which fails the run)."""
     if session.workers:
-        from pytest_vitperf.workers import worker_summary
+        from pytest_vitperf.workers import busy_line, worker_summary
 
         tr.write_sep("-", "vitperf workers (one GPU each; each family of a model and batch on one worker)")
         for line in worker_summary(session.workers):
             tr.write_line(line)
+        tr.write_line(busy_line(session.placement.busy_s, time.perf_counter() - session.started))
     for lost in session.lost_workers:
         tr.write_line(
             f"vitperf: worker {lost}. What it measured is in no table or file and the run fails; run it again, "
@@ -304,9 +318,9 @@ def pytest_configure_node(node: Any) -> None:
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     if not get_session(config).settings.enabled or config.getvalue("dist") not in BALANCING:
         return None
-    from pytest_vitperf.workers import make_scheduler
+    from pytest_vitperf.workers import make_scheduler, read_durations
 
-    return make_scheduler(config, log)
+    return make_scheduler(config, log, read_durations(get_session(config).settings.cache_dir))
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

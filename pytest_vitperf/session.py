@@ -22,7 +22,7 @@ from pytest_vitperf.measure.rounds import MAX_LOOKS, FamilyRun, RoundPlan
 from pytest_vitperf.verdicts.baselines.gate import Outcome, Write
 from pytest_vitperf.verdicts.floors import FLOORS_FILE, Floor, FloorsFile, Verdict
 from pytest_vitperf.verdicts.stats import family_wise
-from pytest_vitperf.workers import WorkerRecord, pin_gpu, visible_gpus, worker_index
+from pytest_vitperf.workers import Placement, WorkerRecord, pin_gpu, visible_gpus, worker_index
 
 if TYPE_CHECKING:
     import torch
@@ -80,6 +80,7 @@ class VitperfSession:
         self.seed = settings.seed if settings.seed is not None else secrets.randbelow(2**31)
         self.signal: int | None = None  # the SIGINT or SIGTERM that ended the run (plugin, outputs.finish)
         self.threads = 0  # this process's thread budget (workers.share_host)
+        self.placement = Placement()  # on the controller, or in one process: what each test and worker took
 
     # -- where we run ---------------------------------------------------------------------------
     @cached_property
@@ -190,7 +191,7 @@ class VitperfSession:
             from pytest_vitperf.engines.models import DIGITS_MODEL, make_model
             factory = registered_models(self.config).get(model_name) if self.config is not None else None
             if model_name == DIGITS_MODEL and factory is None:
-                model = trained_model(self.settings.cache_dir)
+                model = trained_model()
             else:
                 model = make_model(model_name, factory, weights=dict(self.settings.weights).get(model_name))
             if self.config is not None:

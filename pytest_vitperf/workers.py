@@ -8,12 +8,13 @@ chosen by pytest-xdist's own scope scheduler; this module only says what a scope
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import os
 import re
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,8 @@ from pytest_vitperf.engines.models import NAME, canonical_model_name
 from pytest_vitperf.options import SHARE_DEVICES, THREADS, WAIT_FOR
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+DURATIONS = "durations.json"  # in the cache folder: each test's seconds, for the next run's placement
+ENGINE_S, IMAGE_S, TEST_S = 10.0, 0.1, 3.0  # modelled_s
 # Balancing modes that would split a family across workers; the others (loadscope, loadfile, each) are kept.
 BALANCING = ("load", "loadgroup", "worksteal")
 
@@ -202,14 +205,79 @@ def too_many_workers(workers: int, gpus: int, share: bool) -> str | None:
     )
 
 
-def make_scheduler(config: Any, log: Any) -> Any:
-    """pytest-xdist's scope scheduler, with a family as the scope of a test that has one; any other test keeps
-    xdist's module/class scope (so module fixtures such as an export are built once)."""
+def scope_of(nodeid: str) -> str:
+    """The unit a worker runs whole: the test's family, else its module or class (xdist's loadscope)."""
+    return family_of(nodeid) or nodeid.rsplit("::", 1)[0]
+
+
+def modelled_s(scope: str) -> float:
+    """A test's cost before a run recorded it: in a family, an engine to prepare (about 10 s on an H100, compile
+    included) and rounds that grow with the batch; elsewhere a few seconds."""
+    batch = re.fullmatch(r"[^/:]+-b(\d+)", scope)
+    return ENGINE_S + IMAGE_S * int(batch[1]) if batch else TEST_S
+
+
+def unit_costs(units: dict[str, list[str]], recorded: dict[str, float]) -> dict[str, float]:
+    """Each unit's seconds: its tests' as an earlier run recorded them, else modelled. Kept per test, so that a run
+    of a few tests (-k) leaves the others' costs as they were."""
+    return {u: math.fsum(recorded.get(t, modelled_s(u)) for t in tests) for u, tests in units.items()}
+
+
+def read_durations(cache_dir: Path | None) -> dict[str, float]:
+    """Each test's seconds as the runs of this cache folder last recorded them; none without a cache folder, and
+    none from a file that is not this plugin's (it is rewritten as the run ends)."""
+    if cache_dir is None or not (cache_dir / DURATIONS).exists():
+        return {}
+    try:
+        return {str(k): float(v) for k, v in json.loads((cache_dir / DURATIONS).read_bytes())["tests"].items()}
+    except Exception:  # truncated, foreign or hand-edited: placement falls back to the model
+        return {}
+
+
+def write_durations(cache_dir: Path, seconds: dict[str, float]) -> None:
+    from pytest_vitperf.core.files import write_atomic
+
+    tests = {**read_durations(cache_dir), **{k: round(v, 2) for k, v in seconds.items()}}
+    write_atomic(cache_dir / DURATIONS, json.dumps({"tests": tests}, indent=0, sort_keys=True).encode())
+
+
+@dataclass
+class Placement:
+    """What the run's tests cost, as they ran: per test (for the next run's placement) and per worker (busy time)."""
+
+    test_s: dict[str, float] = field(default_factory=dict)
+    busy_s: dict[str, float] = field(default_factory=dict)
+
+    def ran(self, nodeid: str, seconds: float, worker: str) -> None:
+        self.test_s[nodeid] = self.test_s.get(nodeid, 0.0) + seconds
+        self.busy_s[worker] = self.busy_s.get(worker, 0.0) + seconds
+
+
+def busy_line(busy_s: dict[str, float], wall_s: float) -> str:
+    """Each worker's busy and idle seconds in the run's wall time: what dealing by cost left on the table."""
+    each = ", ".join(f"{w} {b:.0f} s busy, {max(0.0, wall_s - b):.0f} s idle" for w, b in sorted(busy_s.items()))
+    return f"placement: {each}, of {wall_s:.0f} s; units dealt longest first, by the durations in {DURATIONS}"
+
+
+def make_scheduler(config: Any, log: Any, recorded: dict[str, float]) -> Any:
+    """pytest-xdist's scope scheduler over units (scope_of), dealt longest first by their `recorded` or modelled
+    costs: each worker takes the next unit as it frees up, so the longest do not come last to one worker."""
     from xdist.scheduler import LoadScopeScheduling
 
     class FamilyScheduling(LoadScopeScheduling):
+        ordered = False
+
         def _split_scope(self, nodeid: str) -> str:
-            return family_of(nodeid) or super()._split_scope(nodeid)
+            return scope_of(nodeid)
+
+        def _assign_work_unit(self, node: Any) -> None:
+            if not self.ordered:  # the queue is complete at the first assignment
+                costs = unit_costs({u: list(t) for u, t in self.workqueue.items()}, recorded)
+                for unit in sorted(self.workqueue, key=lambda u: -costs[u]):
+                    self.workqueue.move_to_end(unit)
+                self.ordered = True
+                self.log("units longest first: " + ", ".join(f"{u} {costs[u]:.0f} s" for u in self.workqueue))
+            super()._assign_work_unit(node)
 
     return FamilyScheduling(config, log)
 

@@ -76,11 +76,6 @@ def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.
 
 
 @pytest.fixture(scope="session")
-def trained_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A cache folder holding the trained digits checkpoint, trained once for the whole test session (about a
-    minute on 2 cores)."""
-    from pytest_vitperf.engines import digits
-
-    cache = tmp_path_factory.mktemp("vitperf-cache")
-    digits.trained_model(cache)
-    return cache
+def shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A cache folder shared by the accuracy suite's runs of this test session: each recipe calibrates once."""
+    return tmp_path_factory.mktemp("vitperf-cache")

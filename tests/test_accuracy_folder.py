@@ -34,11 +34,11 @@ FOLDER_RUN = ("--vitperf-models=vit_digits", "--vitperf-batch-sizes=8")
 
 
 def test_a_folder_of_digits_is_judged_like_the_split_it_came_from(
-    pytester: pytest.Pytester, trained_cache: Path, tmp_path: Path
+    pytester: pytest.Pytester, shared_cache: Path, tmp_path: Path
 ) -> None:
     data = digits_folder(tmp_path / "digits")
     result = accuracy_suite(
-        pytester, trained_cache, *FOLDER_RUN, f"--vitperf-accuracy-data={data}", "--vitperf-precisions=fp32,int8"
+        pytester, shared_cache, *FOLDER_RUN, f"--vitperf-accuracy-data={data}", "--vitperf-precisions=fp32,int8"
     )
     # fp32's engine, int8 by fake quant (its engine needs a GPU); fp32 has no recipe to fake
     result.assert_outcomes(passed=2, skipped=2)
@@ -62,7 +62,7 @@ def test_a_folder_of_digits_is_judged_like_the_split_it_came_from(
     ],
 )  # fmt: skip
 def test_a_folder_that_cannot_serve_fails_the_accuracy_tests_in_one_line(
-    pytester: pytest.Pytester, trained_cache: Path, tmp_path: Path, damage: str, line: str
+    pytester: pytest.Pytester, shared_cache: Path, tmp_path: Path, damage: str, line: str
 ) -> None:
     data = tmp_path / "digits"
     if damage == "classes":
@@ -71,7 +71,7 @@ def test_a_folder_that_cannot_serve_fails_the_accuracy_tests_in_one_line(
         digits_folder(data, per_class=5)
         (data / "1" / "broken.png").write_bytes(b"not a png")
     result = accuracy_suite(
-        pytester, trained_cache, *FOLDER_RUN, f"--vitperf-accuracy-data={data}", "--vitperf-precisions=fp32"
+        pytester, shared_cache, *FOLDER_RUN, f"--vitperf-accuracy-data={data}", "--vitperf-precisions=fp32"
     )
     result.assert_outcomes(errors=2)  # both of fp32's tests, from the one task
     result.stdout.fnmatch_lines([line])
@@ -90,7 +90,7 @@ def test_a_folder_that_cannot_serve_fails_the_accuracy_tests_in_one_line(
     ],
 )  # fmt: skip
 def test_a_folder_or_model_that_cannot_serve_is_a_usage_error_before_anything_is_built(
-    pytester: pytest.Pytester, trained_cache: Path, tmp_path: Path, damage: str, line: str
+    pytester: pytest.Pytester, shared_cache: Path, tmp_path: Path, damage: str, line: str
 ) -> None:
     """Checked as the plugin configures (the folder) or once the tests are collected (the model's weights): one
     line, exit 4, in seconds; before, the suite's other tests ran first (539 s on 2 cores)."""
@@ -105,18 +105,18 @@ def test_a_folder_or_model_that_cannot_serve_is_a_usage_error_before_anything_is
         digits_folder(data, per_class=2)
     arg = tmp_path / "nowhere" if damage == "missing" else data
     model = "--vitperf-models=vit_tiny" if damage == "random" else FOLDER_RUN[0]
-    result = accuracy_suite(pytester, trained_cache, model, f"--vitperf-accuracy-data={arg}")
+    result = accuracy_suite(pytester, shared_cache, model, f"--vitperf-accuracy-data={arg}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"ERROR: --vitperf-accuracy-data {line}"])
     assert "Traceback" not in result.stderr.str() + result.stdout.str()
 
 
 def test_the_ini_names_the_folder_relative_to_itself(
-    pytester: pytest.Pytester, trained_cache: Path
+    pytester: pytest.Pytester, shared_cache: Path
 ) -> None:
     digits_folder(pytester.path / "data" / "digits", per_class=4)
     pytester.makeini("[pytest]\nvitperf_accuracy_data = data/digits\n")
-    result = accuracy_suite(pytester, trained_cache, *FOLDER_RUN, "--vitperf-precisions=fp32", "-k", "engine")
+    result = accuracy_suite(pytester, shared_cache, *FOLDER_RUN, "--vitperf-precisions=fp32", "-k", "engine")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*vitperf accuracy (digits folder, vit_digits_patch4_32, *", "fp32 * 30 *"])
 
@@ -144,7 +144,7 @@ def test_the_calibration_sample_is_set_apart_from_the_judged_images(n: int) -> N
 
 
 def test_accuracy_floors_of_the_floors_file_pass_fail_or_stay_inconclusive(
-    pytester: pytest.Pytester, trained_cache: Path, tmp_path: Path
+    pytester: pytest.Pytester, shared_cache: Path, tmp_path: Path
 ) -> None:
     data = digits_folder(tmp_path / "digits")
     floors = tmp_path / "floors.json"
@@ -154,7 +154,7 @@ def test_accuracy_floors_of_the_floors_file_pass_fail_or_stay_inconclusive(
         {"precision": "nvfp4", "via": "fake-quant", "min_agreement": 0.999, "source": "too strict for 4 bits"},
     ]}))  # fmt: skip
     result = accuracy_suite(
-        pytester, trained_cache, *FOLDER_RUN, f"--vitperf-accuracy-data={data}", f"--vitperf-floors={floors}",
+        pytester, shared_cache, *FOLDER_RUN, f"--vitperf-accuracy-data={data}", f"--vitperf-floors={floors}",
         "--vitperf-precisions=fp32,int8,nvfp4",
     )  # fmt: skip
     # fp32's engine passes; int8's fake quant is inconclusive (it warns: --vitperf-inconclusive's default); nvfp4's

@@ -1,5 +1,6 @@
-"""The trained digits ViT and the accuracy suite: deterministic training, the safetensors checkpoint cache and its
-bad files, the task metrics, and the suite end to end on the CPU (engines and Model Optimizer fake quant)."""
+"""The trained digits ViT and the accuracy suite: deterministic training, the shipped safetensors checkpoint
+(retraining agrees with it; a bad file is one line), the task metrics, and the suite end to end on the CPU (engines
+and Model Optimizer fake quant)."""
 
 from __future__ import annotations
 
@@ -38,29 +39,39 @@ def test_training_twice_gives_bit_identical_weights() -> None:
     assert not same_bits(first, digits.train(split, epochs=2, seed=1))  # the seed is what decides them
 
 
-def test_the_trained_model_reaches_97_percent(trained_cache: Path) -> None:
+def test_the_shipped_model_reaches_97_percent() -> None:
     split = digits.load_split()
-    model = digits.trained_model(trained_cache)
-    assert digits.top1(model, split.x_test, split.y_test) >= 0.97
-    assert [p.name for p in (trained_cache / "trained").iterdir()] == [
-        f"{DIGITS_MODEL}-{digits.checkpoint_key(split)}.safetensors"
-    ]
+    assert digits.top1(digits.trained_model(), split.x_test, split.y_test) >= 0.97
+
+
+def test_training_again_agrees_with_the_shipped_checkpoint(tmp_path: Path) -> None:
+    """The bits move with torch's version and thread count (2 and 16 cores once gave 97.78% and 98.33%), so
+    retraining is held to the task, not to the bits: top-1 within 1.5 points, and the same answer on 97% of the
+    held-out digits."""
+    split = digits.load_split()
+    out = tmp_path / "again.safetensors"
+    assert digits.main([str(out)]) == 0
+    shipped, again = digits.trained_model(), digits.trained_model(out)
+    tops = [digits.top1(m, split.x_test, split.y_test) for m in (shipped, again)]
+    assert abs(tops[0] - tops[1]) <= 0.015, tops
+    with torch.inference_mode():
+        agree = float((again(split.x_test).argmax(-1) == shipped(split.x_test).argmax(-1)).float().mean())
+    assert agree >= 0.97, agree
 
 
 @pytest.mark.parametrize("damage", ["truncated", "other shapes"])
-def test_an_unusable_checkpoint_is_reported_and_trained_again(tmp_path: Path, damage: str) -> None:
-    first = digits.trained_model(tmp_path, epochs=1)
-    (path,) = (tmp_path / "trained").iterdir()
+def test_an_unusable_checkpoint_is_one_line_that_says_how_to_mend_it(tmp_path: Path, damage: str) -> None:
+    path = tmp_path / "digits.safetensors"
     if damage == "truncated":
-        path.write_bytes(path.read_bytes()[:1000])
+        path.write_bytes(digits.CHECKPOINT.read_bytes()[:1000])
     else:
         from safetensors.torch import save_file
 
         save_file({k: v.contiguous() for k, v in build_model("vit_tiny").state_dict().items()}, str(path))
-    with pytest.warns(UserWarning, match=r"trained checkpoint .* is unusable \(.*\); training again"):
-        again = digits.trained_model(tmp_path, epochs=1)
-    assert same_bits(first, again)
-    assert same_bits(digits.trained_model(tmp_path, epochs=1), first)  # rewritten: loads without a warning now
+    with pytest.raises(RuntimeError, match=r"^the digits checkpoint .* is unusable \(.+\); reinstall pytest-vitperf, "
+                       r"or train it again: python -m pytest_vitperf.engines.digits$") as exc:  # fmt: skip
+        digits.trained_model(path)
+    assert "\n" not in str(exc.value)
 
 
 def test_task_metrics_on_known_logits() -> None:
@@ -133,8 +144,8 @@ def accuracy_suite(pytester: pytest.Pytester, cache: Path, *args: str, source: s
     return pytester.runpytest(*FAST, f"--vitperf-cache-dir={cache}", "-p", "no:xdist", *select, *args)
 
 
-def test_the_suite_judges_engines_and_fake_quant_on_the_cpu(pytester: pytest.Pytester, trained_cache: Path) -> None:
-    result = accuracy_suite(pytester, trained_cache, "--vitperf-precisions=fp32,fp16,int8,nvfp4", "-rs", "-k", "")
+def test_the_suite_judges_engines_and_fake_quant_on_the_cpu(pytester: pytest.Pytester, shared_cache: Path) -> None:
+    result = accuracy_suite(pytester, shared_cache, "--vitperf-precisions=fp32,fp16,int8,nvfp4", "-rs", "-k", "")
     # fp32/fp16 engines; int8 and nvfp4 through fake quant (their engines need a GPU; fp16 has nothing to fake); the
     # NVFP4 weights within their provable bound
     result.assert_outcomes(passed=5, skipped=4)
@@ -149,9 +160,9 @@ def test_the_suite_judges_engines_and_fake_quant_on_the_cpu(pytester: pytest.Pyt
     )
 
 
-def test_the_run_option_and_the_marker_move_the_bounds(pytester: pytest.Pytester, trained_cache: Path) -> None:
+def test_the_run_option_and_the_marker_move_the_bounds(pytester: pytest.Pytester, shared_cache: Path) -> None:
     strict = accuracy_suite(
-        pytester, trained_cache, "--vitperf-precisions=int8", "--vitperf-accuracy-bound=min_cosine=1.01"
+        pytester, shared_cache, "--vitperf-precisions=int8", "--vitperf-accuracy-bound=min_cosine=1.01"
     )
     strict.assert_outcomes(failed=1, skipped=1)
     strict.stdout.fnmatch_lines(
@@ -164,23 +175,23 @@ def test_the_run_option_and_the_marker_move_the_bounds(pytester: pytest.Pytester
     marked = SUITE.read_text().replace(
         '@pytest.mark.parametrize("via"', '@pytest.mark.vitperf_accuracy(max_drop=-50)\n@pytest.mark.parametrize("via"'
     )
-    result = accuracy_suite(pytester, trained_cache, "--vitperf-precisions=int8", source=marked)
+    result = accuracy_suite(pytester, shared_cache, "--vitperf-precisions=int8", source=marked)
     result.assert_outcomes(failed=1, skipped=1)
     result.stdout.fnmatch_lines(["*points below FP32's * (at most -50)*"])
     # the command line has the last word over the marker
     loose = accuracy_suite(
-        pytester, trained_cache, "--vitperf-precisions=int8", "--vitperf-accuracy-bound=max_drop=5", source=marked
+        pytester, shared_cache, "--vitperf-precisions=int8", "--vitperf-accuracy-bound=max_drop=5", source=marked
     )
     loose.assert_outcomes(passed=1, skipped=1)
     typo = SUITE.read_text().replace(
         '@pytest.mark.parametrize("via"', '@pytest.mark.vitperf_accuracy(max_dorp=1)\n@pytest.mark.parametrize("via"'
     )
-    bad = accuracy_suite(pytester, trained_cache, "--vitperf-precisions=int8", source=typo)
+    bad = accuracy_suite(pytester, shared_cache, "--vitperf-precisions=int8", source=typo)
     bad.stdout.fnmatch_lines(["*vitperf_accuracy: unknown bound max_dorp; valid: max_drop, min_agreement, min_cosine*"])
 
 
 def test_nan_logits_fail_naming_the_precision_and_the_first_bad_layer(
-    pytester: pytest.Pytester, trained_cache: Path
+    pytester: pytest.Pytester, shared_cache: Path
 ) -> None:
     pytester.makeconftest(
         """
@@ -192,7 +203,7 @@ def pytest_vitperf_model_built(config, name, model):
     return model
 """
     )
-    result = accuracy_suite(pytester, trained_cache, "--vitperf-precisions=fp32")
+    result = accuracy_suite(pytester, shared_cache, "--vitperf-precisions=fp32")
     result.assert_outcomes(failed=1, skipped=1)
     result.stdout.fnmatch_lines(
         [

@@ -48,7 +48,7 @@ def test_each_suite_runs_with_relative_path_options(
 ) -> None:
     suites = project(pytester)
     if suite == "test_accuracy.py":  # the session's trained digits checkpoint, found in the relative cache folder
-        shutil.copytree(request.getfixturevalue("trained_cache") / "trained", pytester.path / "cache" / "trained")
+        shutil.copytree(request.getfixturevalue("shared_cache") / "trained", pytester.path / "cache" / "trained")
     result = pytester.runpytest(str(suites / suite), *FAST, *PATHS, *NARROW.get(suite, ()), "-rs")
     outcomes = result.parseoutcomes()
     ran = outcomes.get("skipped" if suite in ALL_SKIP else "passed", 0)

@@ -20,7 +20,19 @@ from pytest_vitperf.measure.measurement import Measurement, Spec
 from pytest_vitperf.report.tables import summary
 from pytest_vitperf.verdicts.baselines.gate import to_baseline, write
 from pytest_vitperf.verdicts.baselines.store import JsonDirStorage
-from pytest_vitperf.workers import case_id, family_of, gpu_for_worker, pin_gpu, too_many_workers, worker_index
+from pytest_vitperf.workers import (
+    ENGINE_S,
+    IMAGE_S,
+    TEST_S,
+    case_id,
+    family_of,
+    gpu_for_worker,
+    pin_gpu,
+    scope_of,
+    too_many_workers,
+    unit_costs,
+    worker_index,
+)  # fmt: skip
 from tests.conftest import FAST
 
 pytest.importorskip("xdist")
@@ -195,3 +207,45 @@ def test_a_worker_s_results_are_plain_data(tmp_path) -> None:
     assert type(data["measurements"][0]["spec"]["backend_version"]) is str
     execnet = pytest.importorskip("execnet")
     assert execnet.loads(execnet.dumps(data)) == data
+
+
+# -- placement by cost ------------------------------------------------------------------------------------------
+def test_a_units_cost_is_its_tests_recorded_seconds_else_the_model() -> None:
+    units = {"vit_tiny_patch16_224-b64": ["f::t[a]", "f::t[b]"], "suites/test_gemms.py": ["g::t[x]"]}
+    modelled = unit_costs(units, {})
+    assert modelled == {"vit_tiny_patch16_224-b64": 2 * (ENGINE_S + 64 * IMAGE_S), "suites/test_gemms.py": TEST_S}
+    recorded = unit_costs(units, {"f::t[a]": 100.0, "g::t[x]": 0.5})  # one test of the family left to the model
+    assert recorded == {"vit_tiny_patch16_224-b64": 100.0 + ENGINE_S + 64 * IMAGE_S, "suites/test_gemms.py": 0.5}
+    assert scope_of("suites/test_gemms.py::test_gemm[x]") == "suites/test_gemms.py"
+    assert scope_of("s/t.py::C::test[vit_tiny_patch16_224-b8-fp16]") == "vit_tiny_patch16_224-b8"
+
+
+SLEEPY = """
+import os, time, pytest
+
+@pytest.mark.gpu_bench
+def test_where(vitperf_model, vitperf_batch, vitperf_precision):
+    with open(f"ran-{os.environ.get('PYTEST_XDIST_WORKER', 'one')}.txt", "a") as f:
+        f.write(f"{vitperf_model}-b{vitperf_batch}\\n")
+    time.sleep(0.5 if (vitperf_model, vitperf_batch) == ("vit_small_patch16_224", 1) else 0.01)
+"""
+
+
+def test_workers_take_the_longest_recorded_units_first(pytester: pytest.Pytester) -> None:
+    """A one-process run records each test's seconds in the cache; the next -n run deals the family that took longest
+    first, where the model alone (by batch) would have dealt a batch-4 family first."""
+    pytester.makepyfile(test_where=SLEEPY)
+    args = ["--gpu-bench", "-p", "no:cacheprovider", "--vitperf-models=vit_tiny,vit_small",
+            "--vitperf-batch-sizes=1,2,4", "--vitperf-precisions=fp16,fp32", "--vitperf-cache-dir=cache"]  # fmt: skip
+    pytester.runpytest_subprocess(*args).assert_outcomes(passed=12)
+    tests = json.loads((pytester.path / "cache" / "durations.json").read_text())["tests"]
+    assert len(tests) == 12 and all(s >= 0.5 for t, s in tests.items() if "vit_small_patch16_224-b1-" in t)
+    r = pytester.runpytest_subprocess(*args, "-n", "2", SHARE)
+    r.assert_outcomes(passed=12)
+    firsts = {p.read_text().split()[0] for p in pytester.path.glob("ran-gw*.txt")}
+    assert "vit_small_patch16_224-b1" in firsts, firsts
+    r.stdout.fnmatch_lines(["placement: gw0 * s busy, * s idle, gw1 * s busy, * s idle, of * s; units dealt longest "
+                            "first, by the durations in durations.json"])  # fmt: skip
+    (pytester.path / "cache" / "durations.json").write_text("{not json")  # a damaged file: the model, then rewritten
+    pytester.runpytest_subprocess(*args, "-n", "2", SHARE).assert_outcomes(passed=12)
+    assert len(json.loads((pytester.path / "cache" / "durations.json").read_text())["tests"]) == 12

@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from pytest_vitperf.engines import digits
 
-    torch.set_num_threads(2)  # the trained bits depend on the thread count (digits.checkpoint_key)
+    torch.set_num_threads(2)  # the trained bits depend on the thread count
     test_x, test_y = load(args.idx_dir, "test")
     for i, (a, label) in enumerate(zip(test_x[: args.images], test_y[: args.images], strict=True)):
         folder = args.out / "mnist-test" / str(int(label))

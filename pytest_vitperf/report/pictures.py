@@ -141,7 +141,7 @@ def tradeoff_points(ms: list[Measurement], accuracies: Iterable[TaskAccuracy] = 
     if ref is None:
         return [], False
     # the engine's own logits over fake quantization's: later entries win
-    task = {a.precision: a for a in sorted(accuracies, key=lambda a: a.via == FAKE_QUANT_VIA, reverse=True)}
+    task = {a.precision: a for a in sorted(accuracies, key=lambda a: a.via.startswith(FAKE_QUANT_VIA), reverse=True)}
     points: list[Point] = []
     for m in ms:
         speed = speedup_interval(ref, m) if m is not ref else None

@@ -53,7 +53,7 @@ def accuracy_failure(precision: str, err: OutputError) -> str | None:
     )
 
 
-FAKE_QUANT_VIA = "Model Optimizer fake quant (cpu)"  # a TaskAccuracy's `via` when no engine made its logits
+FAKE_QUANT_VIA = "Model Optimizer fake quant"  # how a TaskAccuracy's `via` begins when no engine made its logits
 DIGITS_TASK = "digits ViT test split"  # the default task; a user's folder names its model and folder
 ERROR_QUANTILE = 0.99  # the absolute logit error 99% of the test split's logits stay under
 
