@@ -155,6 +155,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     session = get_session(config)
+    if session.settings.enabled and session.settings.units is not None:
+        from pytest_vitperf.workers import scope_of
+
+        units = set(session.settings.units.read_text().splitlines())
+        config.hook.pytest_deselected(items=[i for i in items if scope_of(i.nodeid) not in units])
+        items[:] = [i for i in items if scope_of(i.nodeid) in units]
     gate = pytest.mark.skip(reason=f"benchmark test: run with {GPU_BENCH}")
     for item in items:
         if item.get_closest_marker(MARKER) is None:

@@ -223,6 +223,22 @@ def unit_costs(units: dict[str, list[str]], recorded: dict[str, float]) -> dict[
     return {u: math.fsum(recorded.get(t, modelled_s(u)) for t in tests) for u, tests in units.items()}
 
 
+def deal(nodeids: list[str], shares: int) -> list[list[str]]:
+    """The units of `nodeids` dealt over `shares` (GPUs): longest first, each to the least loaded share, by modelled
+    costs and ties by name, so that both sides of `vitperf ab` deal a suite alike. Each share's units, sorted."""
+    units: dict[str, list[str]] = {}
+    for nodeid in nodeids:
+        units.setdefault(scope_of(nodeid), []).append(nodeid)
+    costs = unit_costs(units, {})
+    loads = [0.0] * shares
+    dealt: list[list[str]] = [[] for _ in range(shares)]
+    for unit in sorted(units, key=lambda u: (-costs[u], u)):
+        k = min(range(shares), key=lambda i: (loads[i], i))
+        loads[k] += costs[unit]
+        dealt[k].append(unit)
+    return [sorted(d) for d in dealt]
+
+
 def read_durations(cache_dir: Path | None) -> dict[str, float]:
     """Each test's seconds as the runs of this cache folder last recorded them; none without a cache folder, and
     none from a file that is not this plugin's (it is rewritten as the run ends)."""

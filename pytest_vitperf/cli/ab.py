@@ -320,9 +320,6 @@ def _kept(work: Path, args: argparse.Namespace) -> str:
 
 
 def _ab(args: argparse.Namespace) -> int:
-    from pytest_vitperf.report.ab import github_action_benchmark, markdown
-    from pytest_vitperf.verdicts.ab import exit_code
-
     if args.rounds < 3:
         print(f"vitperf ab: an interval needs 3 rounds or more: {EXAMPLE}", file=sys.stderr)
         return 2
@@ -333,6 +330,10 @@ def _ab(args: argparse.Namespace) -> int:
         return 2
     work = args.work_dir = Path(args.work_dir or tempfile.mkdtemp(prefix="vitperf-ab-"))  # named in what to run next
     work.mkdir(parents=True, exist_ok=True)
+    if args.gpus:
+        from pytest_vitperf.cli.ab_gpus import split_over_gpus
+
+        return split_over_gpus(commands, work, args)
     env = dict(os.environ, **({"CUDA_VISIBLE_DEVICES": args.gpu} if args.gpu is not None else {}))
     try:
         with processes.interruptible():
@@ -345,8 +346,16 @@ def _ab(args: argparse.Namespace) -> int:
               f"{_again(args, resume=True)}", file=sys.stderr)  # fmt: skip
         return exc.code
     device = f"GPU {args.gpu}" if args.gpu is not None else "the default device"
+    return report(rows, device, len(rounds), looks, work, args)
+
+
+def report(rows: list[Row], device: str, rounds: int, looks: int, work: Path, args: argparse.Namespace) -> int:
+    """The table on stdout, --markdown, --json and --export written; the exit code of the verdicts."""
+    from pytest_vitperf.report.ab import github_action_benchmark, markdown
+    from pytest_vitperf.verdicts.ab import exit_code
+
     facts = {"a": args.a, "b": args.b, "device": device, "threshold": args.threshold, "confidence": args.confidence,
-             "rounds": len(rounds), "looks": looks, "compile": compile_mode(args.pytest_args),
+             "rounds": rounds, "looks": looks, "compile": compile_mode(args.pytest_args),
              "builds": _builds(args)}  # fmt: skip
     lines = markdown(rows, facts)
     print("\n".join(lines))
@@ -372,12 +381,11 @@ def add(sub: Any) -> None:
                     help="1 - the rate of wrong SLOWER or FASTER over the matrix, and of a row beyond the threshold "
                     "called SAME (0.95)")
     ab.add_argument("--gpu", help="the GPU both sides run on (CUDA_VISIBLE_DEVICES)")
+    ab.add_argument("--gpus", help="all, or 0,1,...: the suite's units (families, other modules) split over these "
+                    "GPUs, each running both sides' rounds for its own; one table, judged together")  # fmt: skip
     ab.add_argument("--work-dir", type=Path, help="caches, logs and each process's JSON (default: a new temp folder)")
-    ab.add_argument(
-        "--resume",
-        action="store_true",
-        help="continue the run in --work-dir: its caches and the rounds it finished are kept",
-    )
+    ab.add_argument("--resume", action="store_true",
+                    help="continue the run in --work-dir: its caches and the rounds it finished are kept")  # fmt: skip
     ab.add_argument(
         "--reuse-compiles",
         action="store_true",

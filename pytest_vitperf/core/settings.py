@@ -55,6 +55,7 @@ class Settings:
     inconclusive: str = "warn"
     seed: int | None = None  # None: drawn per run, and recorded in every measurement of a family
     inject_delay: tuple[tuple[str, float], ...] = ()
+    units: Path | None = None  # a file of the units to run (vitperf ab --gpus); None: all
     threads: int | None = None  # None: the process's share of the host (workers.share_host)
     wait_for: Path | None = None  # vitperf ab's turn file: no test runs until it exists
     weights: tuple[tuple[str, str | Path], ...] = ()  # (model, file or "pretrained")

@@ -74,6 +74,7 @@ RECORD_RUN = "--vitperf-record-run"
 GEMM_HOT = "--vitperf-gemm-hot"
 WAIT_FOR = "--vitperf-wait-for"
 THREADS = "--vitperf-threads"
+UNITS = "--vitperf-units"
 
 INCONCLUSIVE_OUTCOMES = ("warn", "xfail", "fail")
 
@@ -312,6 +313,13 @@ OPTIONS: tuple[_Option, ...] = (
         "CPU threads for this process and what it starts (torch intra- and inter-op, OpenMP, Inductor's compile "
         "workers). Default: its share of the host's cores by the GPUs it sees of the host's (CUDA_VISIBLE_DEVICES), "
         "divided among xdist workers on one device: jobs side by side on one host then do not oversubscribe it.",
+    ),
+    _Option(
+        UNITS,
+        parse_path,
+        "FILE",
+        "run only the tests of the units in FILE, one a line: a family (MODEL-bBATCH), or another test's module or "
+        "class, as xdist deals them (vitperf ab --gpus gives each GPU its share of a suite so). Default: all.",
     ),
     _Option(
         WAIT_FOR,

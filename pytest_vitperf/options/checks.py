@@ -21,6 +21,7 @@ from pytest_vitperf.options import (
     HISTORY,
     RECORD_RUN,
     REPORT,
+    UNITS,
     UPDATE_BASELINES,
     WAIT_FOR,
     WEIGHTS,
@@ -42,6 +43,7 @@ def check_paths(s: Settings) -> None:
         (BASELINE_DIR, s.baseline_dir, s.baseline_dir and baseline_dir_problem(s)),
         *((EXPORT, f"{fmt}={path}", writable_folder_problem(Path(path).parent)) for fmt, path in s.export),
         (WAIT_FOR, s.wait_for, s.wait_for and _folder_of_problem(s.wait_for)),
+        (UNITS, s.units, s.units and not s.units.is_file() and "is not a file; give the units to run, one a line"),
     ]
     for flag, value, problem in problems:
         if problem:

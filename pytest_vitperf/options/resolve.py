@@ -35,7 +35,8 @@ _DEFAULTS = Settings()
 
 
 PATH_SETTINGS = (
-    "cache_dir", "floors", "baseline_dir", "history", "export", "report", "weights", "accuracy_data", "wait_for"
+    "cache_dir", "floors", "baseline_dir", "history", "export", "report", "weights", "accuracy_data", "wait_for",
+    "units",
 )
 
 

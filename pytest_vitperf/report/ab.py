@@ -15,7 +15,9 @@ def _ratio(i: Any) -> str:
 
 def markdown(rows: Sequence[Row], facts: dict[str, Any]) -> list[str]:
     """One table, a line per row and kind: B over A with its interval, in time and cycles; the rounds; what they
-    can see; the verdict. `facts`: a, b, device, threshold, confidence, rounds, builds, compile."""
+    can see; the verdict; the GPU of each row where they ran on several. `facts`: a, b, device, threshold,
+    confidence, rounds, builds, compile."""
+    gpus = any(r.gpu is not None for r in rows)
     head = [
         f"### vitperf ab: B `{facts['b']}` against A `{facts['a']}`",
         "",
@@ -27,12 +29,12 @@ def markdown(rows: Sequence[Row], facts: dict[str, Any]) -> list[str]:
         f"{1 - facts['confidence']:.0%}, shared by the looks); SLOWER / FASTER: beyond it, Benjamini-Hochberg at "
         f"{1 - facts['confidence']:.0%} over {len(rows)} rows; each row's spread moderated toward the others'.",
         "",
-        "| row | what | B/A, time | B/A, cycles | rounds | can see | verdict |",
-        "|---|---|---|---|---|---|---|",
+        "| row | what |" + (" GPU |" if gpus else "") + " B/A, time | B/A, cycles | rounds | can see | verdict |",
+        "|---|---|" + ("---|" if gpus else "") + "---|---|---|---|---|",
     ]
     body = [
-        f"| {r.name} | {r.what} | {_ratio(r.interval)} | {_ratio(r.cycles)} | {r.rounds} | "
-        f"{f'{r.detectable:.1%}' if math.isfinite(r.detectable) else '-'} | **{r.verdict}** |"
+        f"| {r.name} | {r.what} |" + (f" {r.gpu} |" if gpus else "") + f" {_ratio(r.interval)} | {_ratio(r.cycles)} | "
+        f"{r.rounds} | {f'{r.detectable:.1%}' if math.isfinite(r.detectable) else '-'} | **{r.verdict}** |"
         for r in rows
     ]
     code = exit_code(rows)

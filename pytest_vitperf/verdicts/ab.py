@@ -58,6 +58,7 @@ class Row:
     cycles: Interval | None
     verdict: str
     detectable: float  # the smallest change this many rounds flag SLOWER 4 times in 5 (judge)
+    gpu: str | None = None  # where its rounds ran, when vitperf ab split the suite over GPUs
 
     def to_dict(self) -> dict[str, object]:
         """Plain data for JSON: an infinite 'can see' (fewer than 3 rounds) is null, which JSON can say."""
