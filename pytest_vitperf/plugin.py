@@ -292,7 +292,8 @@ def _workers(tr: Any, session: VitperfSession) -> None:
         tr.write_sep("-", "vitperf workers (one GPU each; each family of a model and batch on one worker)")
         for line in worker_summary(session.workers):
             tr.write_line(line)
-        tr.write_line(busy_line(session.placement.busy_s, time.perf_counter() - session.started))
+        if session.placement.busy_s:
+            tr.write_line(busy_line(session.placement.busy_s, time.perf_counter() - session.started))
     for lost in session.lost_workers:
         tr.write_line(
             f"vitperf: worker {lost}. What it measured is in no table or file and the run fails; run it again, "

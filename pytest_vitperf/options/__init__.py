@@ -306,28 +306,16 @@ OPTIONS: tuple[_Option, ...] = (
         "N",
         "the seed of the rounds' shuffled orders, to repeat a run's orders. Default: drawn per run and recorded.",
     ),
-    _Option(
-        THREADS,
-        number(int, 1, "whole number"),
-        "N",
-        "CPU threads for this process and what it starts (torch intra- and inter-op, OpenMP, Inductor's compile "
-        "workers). Default: its share of the host's cores by the GPUs it sees of the host's (CUDA_VISIBLE_DEVICES), "
-        "divided among xdist workers on one device: jobs side by side on one host then do not oversubscribe it.",
-    ),
-    _Option(
-        UNITS,
-        parse_path,
-        "FILE",
-        "run only the tests of the units in FILE, one a line: a family (MODEL-bBATCH), or another test's module or "
-        "class, as xdist deals them (vitperf ab --gpus gives each GPU its share of a suite so). Default: all.",
-    ),
-    _Option(
-        WAIT_FOR,
-        parse_path,
-        "FILE",
-        "touch no GPU and run no test until FILE exists (vitperf ab: a side's next process starts and imports while "
-        "the one before it runs). Default: none.",
-    ),
+    _Option(THREADS, number(int, 1, "whole number"), "N",
+            "CPU threads for this process and what it starts (torch, OpenMP, Inductor's compile workers). Default: "
+            "its share of the host's cores by the GPUs it sees of the host's, divided among xdist workers on one "
+            "device, so that jobs side by side on one host do not oversubscribe it."),
+    _Option(UNITS, parse_path, "FILE",
+            "run only the tests of the units in FILE, one a line: a family (MODEL-bBATCH), or another test's "
+            "module or class (vitperf ab --gpus gives each GPU its share of a suite so). Default: all."),
+    _Option(WAIT_FOR, parse_path, "FILE",
+            "touch no GPU and run no test until FILE exists (vitperf ab: a side's next process starts and imports "
+            "while the one before it runs). Default: none."),
     _Option(
         INJECT_DELAY,
         parse_delays,
