@@ -132,8 +132,8 @@ def host_gpu_count() -> int | None:
 def thread_budget(cores: int, gpus: int, host_gpus: int | None, sharing: int = 1) -> int:
     """A process's share of the host's `cores`: by the `gpus` it uses of the `host_gpus`, divided among the `sharing`
     processes on its device (xdist workers). Left to torch's defaults, every process takes every core: two jobs side
-    by side, one per GPU of a 16-core H100 host, trained the digits ViT in neither 150 s nor less, against 26 s
-    alone, and in 28-30 s each at 8 threads."""
+    by side, one per GPU of a 16-core H100 host, had not trained the digits ViT after 150 s, against 26 s alone and
+    28-30 s each at 8 threads."""
     share = cores * gpus // host_gpus if gpus and host_gpus and host_gpus > gpus else cores
     return max(1, share // max(1, sharing))
 
@@ -251,6 +251,7 @@ def read_durations(cache_dir: Path | None) -> dict[str, float]:
 
 
 def write_durations(cache_dir: Path, seconds: dict[str, float]) -> None:
+    """This run's seconds over what the file held: the tests it did not run keep theirs."""
     from pytest_vitperf.core.files import write_atomic
 
     tests = {**read_durations(cache_dir), **{k: round(v, 2) for k, v in seconds.items()}}
