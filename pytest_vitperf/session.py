@@ -231,17 +231,13 @@ class VitperfSession:
             torch.cuda.empty_cache()
 
     def reference(self, engine: Engine) -> torch.Tensor:
-        """The FP32 model's output on the engine's fixed input, once per (model, batch). Computed eagerly on the CPU:
-        there FP32 is FP32 (a GPU would run the patch-embedding convolution in TF32 by default)."""
+        """The FP32 model's output on the engine's fixed input, once per (model, batch) (engines/reference.py)."""
         key = (engine.model_name, engine.batch)
         if key not in self._references:
-            import torch
-
-            from pytest_vitperf.engines.models import fixed_input, input_size
+            from pytest_vitperf.engines.reference import fp32_reference
 
             model = self.model(engine.model_name)
-            with torch.inference_mode():
-                self._references[key] = model(fixed_input((engine.batch, *input_size(model)))).float()
+            self._references[key] = fp32_reference(model, engine.model_name, engine.batch, self.settings.cache_dir)
         return self._references[key]
 
     def output_checked(self, engine: Engine) -> bool:

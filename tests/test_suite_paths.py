@@ -43,12 +43,8 @@ def test_every_suite_file_is_covered_here() -> None:
 
 
 @pytest.mark.parametrize("suite", SUITES)
-def test_each_suite_runs_with_relative_path_options(
-    pytester: pytest.Pytester, request: pytest.FixtureRequest, suite: str
-) -> None:
+def test_each_suite_runs_with_relative_path_options(pytester: pytest.Pytester, suite: str) -> None:
     suites = project(pytester)
-    if suite == "test_accuracy.py":  # the session's trained digits checkpoint, found in the relative cache folder
-        shutil.copytree(request.getfixturevalue("shared_cache") / "trained", pytester.path / "cache" / "trained")
     result = pytester.runpytest(str(suites / suite), *FAST, *PATHS, *NARROW.get(suite, ()), "-rs")
     outcomes = result.parseoutcomes()
     ran = outcomes.get("skipped" if suite in ALL_SKIP else "passed", 0)

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_vitperf.core.errors import VitperfError
 from pytest_vitperf.core.precision import Precision, Recipe, get_precision
+from pytest_vitperf.engines.reference import hash_weights, tensor_bytes
 
 if TYPE_CHECKING:
     import onnx
@@ -88,8 +89,8 @@ def calibration_key(recipe: Recipe, model: torch.nn.Module, batches: list[torch.
     fields = [repr(recipe), version_of("nvidia-modelopt"), *facts, [list(b.shape) for b in batches]]
     h = hashlib.sha256(json.dumps(fields).encode())
     for b in batches:
-        h.update(_bytes(b))
-    _hash_state(h, model)
+        h.update(tensor_bytes(b))
+    hash_weights(h, model)
     return h.hexdigest()[:24]
 
 
@@ -265,19 +266,6 @@ class CalibrationCache:
         write_atomic(self.path, buf.getvalue())
 
 
-def _hash_state(h: Any, model: torch.nn.Module) -> None:
-    for name, t in sorted(model.state_dict().items()):
-        h.update(name.encode())
-        h.update(_bytes(t))
-
-
-def _bytes(t: torch.Tensor) -> bytes:
-    """A tensor's raw bytes, whatever its dtype (numpy has no bfloat16 or float8)."""
-    import torch
-
-    return t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
-
-
 def export(p: Precision, model: torch.nn.Module, example: torch.Tensor) -> onnx.ModelProto:
     """ONNX of a model the precision's recipe was applied to, at the precision's opset (models.retry_unfused)."""
     from pytest_vitperf.engines.models import retry_unfused
@@ -316,7 +304,7 @@ def _export(p: Precision, model: torch.nn.Module, example: torch.Tensor) -> onnx
 def content_hash(p: Precision, model: torch.nn.Module, example_shape: tuple[int, ...]) -> str:
     """Hash of what determines an export: weights, precision (its registry entry), input shape, opset."""
     h = hashlib.sha256(json.dumps([p.name, opset(p), list(example_shape)]).encode())
-    _hash_state(h, model)
+    hash_weights(h, model)
     return h.hexdigest()[:24]
 
 

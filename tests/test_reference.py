@@ -1,0 +1,43 @@
+"""The FP32 reference (engines/reference.py): computed once per cache folder and loaded by every later process,
+keyed by the weights, and a damaged file said in one warning and written over."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from pytest_vitperf.engines import REPRODUCIBLE_PARTS
+from pytest_vitperf.engines.models import build_model
+from pytest_vitperf.engines.reference import PART, fp32_reference
+
+NAME = "vit_tiny_patch16_224"
+
+
+def counted(seed: int = 0) -> tuple[torch.nn.Module, list[int]]:
+    model = build_model(NAME, seed=seed)
+    calls: list[int] = []
+    model.register_forward_hook(lambda *_: calls.append(1))
+    return model, calls
+
+
+def test_a_reference_is_computed_once_per_cache_folder_and_kept_for_vitperf_abs_rounds(tmp_path: Path) -> None:
+    model, calls = counted()
+    first = fp32_reference(model, NAME, 2, tmp_path)
+    assert torch.equal(fp32_reference(model, NAME, 2, tmp_path), first) and len(calls) == 1  # the second: loaded
+    assert torch.equal(fp32_reference(model, NAME, 2, None), first) and len(calls) == 2  # no cache: computed
+    assert PART in REPRODUCIBLE_PARTS  # vitperf ab's round processes borrow the prepare's
+    other, other_calls = counted(seed=1)
+    assert not torch.equal(fp32_reference(other, NAME, 2, tmp_path), first) and len(other_calls) == 1  # other weights
+    assert len(list((tmp_path / PART).iterdir())) == 2
+
+
+def test_a_damaged_reference_is_said_once_and_written_over(tmp_path: Path) -> None:
+    model, calls = counted()
+    first = fp32_reference(model, NAME, 1, tmp_path)
+    (path,) = (tmp_path / PART).iterdir()
+    path.write_bytes(path.read_bytes()[:100])
+    with pytest.warns(UserWarning, match=r"^FP32 reference .* is unusable \(.+\); computing it again$"):
+        assert torch.equal(fp32_reference(model, NAME, 1, tmp_path), first)
+    assert torch.equal(fp32_reference(model, NAME, 1, tmp_path), first) and len(calls) == 2  # rewritten whole
