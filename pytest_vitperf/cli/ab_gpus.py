@@ -10,6 +10,7 @@ with its GPU.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -50,7 +51,8 @@ def _collected(command: list[str], gpu: str, args: argparse.Namespace) -> list[s
         processes.end(child, kill=child.returncode is None)
     if child.returncode != 0:
         raise RuntimeError(f"side A's pytest --collect-only exited {child.returncode}: {out.strip()[-500:]}")
-    return [line for line in out.splitlines() if "::" in line]
+    ids = out.split("\n\n", 1)[0]  # -q lists the node ids, then a blank line, then warnings and the count
+    return [line for line in ids.splitlines() if "::" in line]
 
 
 def _command(gpu: str, units: Path, work: Path, args: argparse.Namespace) -> list[str]:
@@ -116,7 +118,10 @@ def split_over_gpus(commands: dict[str, list[str]], work: Path, args: argparse.N
         return 2
     finally:
         for _, child in started:
-            if child.returncode is None:
+            if child.returncode is None:  # interrupted: each GPU's vitperf ab ends its own sides, given the chance
+                child.terminate()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    child.wait(timeout=60)
                 processes.end(child)
     judged = judge(rows, threshold=args.threshold, confidence=args.confidence, looks=looks)
     judged = [replace(r, gpu=gpu_of[r.name]) for r in judged]
