@@ -271,6 +271,7 @@ def _again(args: argparse.Namespace, resume: bool = False) -> str:
     """The command as given (with --resume if `resume`), to end a failure message with."""
     opts = [f"--a {shlex.quote(args.a)}", f"--b {shlex.quote(args.b)}", f"--rounds {args.rounds}"]
     opts += [f"--budget-s {args.budget_s:g}"] if getattr(args, "budget_s", 0) else []
+    opts += [f"--{k} {shlex.quote(v)}" for k, v in (("gpu", args.gpu), ("gpus", getattr(args, "gpus", None))) if v]
     opts += [f"--work-dir {shlex.quote(str(args.work_dir))}"] if args.work_dir else []
     opts += ["--reuse-compiles"] if args.reuse_compiles else []
     opts += ["--resume"] if args.resume or resume else []
@@ -386,13 +387,10 @@ def add(sub: Any) -> None:
     ab.add_argument("--work-dir", type=Path, help="caches, logs and each process's JSON (default: a new temp folder)")
     ab.add_argument("--resume", action="store_true",
                     help="continue the run in --work-dir: its caches and the rounds it finished are kept")  # fmt: skip
-    ab.add_argument(
-        "--reuse-compiles",
-        action="store_true",
-        help="rounds load every build of their side's prepare process, TensorRT plans and kernels compiled with "
-        "timed choices included: faster, but that one build's draw then sits in every round of its side (an A/A "
-        "read 2%% SLOWER so); by default a round's process builds those afresh",
-    )
+    ab.add_argument("--reuse-compiles", action="store_true",
+                    help="rounds load every build of their side's prepare process, TensorRT plans and kernels "
+                    "compiled with timed choices included: faster, but that one build's draw then sits in every "
+                    "round of its side (an A/A read 2%% SLOWER so); by default a round's process builds those afresh")
     ab.add_argument("--markdown", type=Path, help="write the table, e.g. for a pull-request comment")
     ab.add_argument("--json", type=Path, help="write the verdicts as JSON")
     ab.add_argument("--export", type=Path, help="write github-action-benchmark's customSmallerIsBetter input")
