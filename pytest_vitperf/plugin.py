@@ -155,10 +155,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     session = get_session(config)
-    if session.settings.enabled and session.settings.units is not None:
-        from pytest_vitperf.workers import scope_of
+    s = session.settings
+    if s.enabled and (s.units is not None or s.shard is not None):  # a share of the run: vitperf ab --gpus, a host
+        from pytest_vitperf.workers import kept_units, scope_of
 
-        units = set(session.settings.units.read_text().splitlines())
+        units = kept_units([i.nodeid for i in items], s.units, s.shard)
         config.hook.pytest_deselected(items=[i for i in items if scope_of(i.nodeid) not in units])
         items[:] = [i for i in items if scope_of(i.nodeid) in units]
     gate = pytest.mark.skip(reason=f"benchmark test: run with {GPU_BENCH}")

@@ -239,6 +239,15 @@ def deal(nodeids: list[str], shares: int) -> list[list[str]]:
     return [sorted(d) for d in dealt]
 
 
+def kept_units(nodeids: list[str], units: Path | None, shard: tuple[int, int] | None) -> set[str]:
+    """The units a share of a run keeps: those a file names (vitperf ab --gpus), else shard K of N as `deal` gives
+    it, alike on every host that collects the same tests."""
+    if units is not None:
+        return set(units.read_text().splitlines())
+    assert shard is not None
+    return set(deal(nodeids, shard[1])[shard[0] - 1])
+
+
 def read_durations(cache_dir: Path | None) -> dict[str, float]:
     """Each test's seconds as the runs of this cache folder last recorded them; none without a cache folder, and
     none from a file that is not this plugin's (it is rewritten as the run ends)."""

@@ -79,3 +79,21 @@ def test_vitperf_ab_splits_the_units_over_gpus_and_judges_them_together(
     rows = {(r["name"], r["gpu"]): r["verdict"] for r in data["rows"]}
     assert rows == {("test_vit fp32 b1", "0"): SLOWER, ("test_vit fp32 b2", "1"): SLOWER}
     assert "| row | what | GPU | B/A, time |" in captured.out and "| test_vit fp32 b2 | latency | 1 |" in captured.out
+
+
+def test_shards_cover_every_test_once_and_keep_families_whole(pytester: pytest.Pytester) -> None:
+    """`--vitperf-shard K/N` on each of N hosts: together every test once, each family on one shard."""
+    pytester.makepyfile(test_where=FAMILY, test_other="def test_other():\n    pass\n")
+    args = ("--gpu-bench", "-p", "no:cacheprovider", "--vitperf-models=vit_tiny,vit_small", "--vitperf-batch-sizes=1,8",
+            "--vitperf-precisions=fp16,fp32", "--collect-only", "-q")  # fmt: skip
+    shards = []
+    for k in (1, 2, 3):
+        result = pytester.runpytest(*args, f"--vitperf-shard={k}/3")
+        shards.append({line for line in result.outlines if "::" in line})
+    every = {line for line in pytester.runpytest(*args).outlines if "::" in line}
+    assert sum(len(s) for s in shards) == len(every) == 9 and set().union(*shards) == every
+    families = [{scope_of(n) for n in s} for s in shards]
+    assert all(a.isdisjoint(b) for i, a in enumerate(families) for b in families[i + 1 :])
+    bad = pytester.runpytest(*args, "--vitperf-shard=3/2")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    bad.stderr.fnmatch_lines(["*--vitperf-shard*'3/2' is not K/N with 1 <= K <= N, e.g. 1/2*"])

@@ -56,6 +56,7 @@ class Settings:
     seed: int | None = None  # None: drawn per run, and recorded in every measurement of a family
     inject_delay: tuple[tuple[str, float], ...] = ()
     units: Path | None = None  # a file of the units to run (vitperf ab --gpus); None: all
+    shard: tuple[int, int] | None = None  # (K, N): the K-th of N shards of the run's units (workers.deal)
     threads: int | None = None  # None: the process's share of the host (workers.share_host)
     wait_for: Path | None = None  # vitperf ab's turn file: no test runs until it exists
     weights: tuple[tuple[str, str | Path], ...] = ()  # (model, file or "pretrained")

@@ -23,6 +23,7 @@ from pytest_vitperf.options.parsers import (
     parse_models,
     parse_path,
     parse_precisions,
+    parse_shard,
     parse_task_bound,
     parse_threshold,
     parse_weights,
@@ -75,6 +76,7 @@ GEMM_HOT = "--vitperf-gemm-hot"
 WAIT_FOR = "--vitperf-wait-for"
 THREADS = "--vitperf-threads"
 UNITS = "--vitperf-units"
+SHARD = "--vitperf-shard"
 
 INCONCLUSIVE_OUTCOMES = ("warn", "xfail", "fail")
 
@@ -293,19 +295,11 @@ OPTIONS: tuple[_Option, ...] = (
         "floors and looks of the run (Bonferroni), so that this is the chance no floor is judged wrongly. "
         "Default: 0.95.",
     ),
-    _Option(
-        INCONCLUSIVE,
-        choice(INCONCLUSIVE_OUTCOMES),
-        "OUTCOME",
-        "what a floor verdict that stays inconclusive (its interval straddles the floor once the rounds are spent) "
-        "does to its test: warn (passes, with a warning in the summary), xfail, or fail. Default: warn.",
-    ),
-    _Option(
-        SEED,
-        number(int, 0, "whole number"),
-        "N",
-        "the seed of the rounds' shuffled orders, to repeat a run's orders. Default: drawn per run and recorded.",
-    ),
+    _Option(INCONCLUSIVE, choice(INCONCLUSIVE_OUTCOMES), "OUTCOME",
+            "what a floor verdict that stays inconclusive (its interval straddles the floor once the rounds are "
+            "spent) does to its test: warn (passes, with a warning in the summary), xfail, or fail. Default: warn."),
+    _Option(SEED, number(int, 0, "whole number"), "N",
+            "the seed of the rounds' shuffled orders, to repeat a run's orders. Default: drawn per run and recorded."),
     _Option(THREADS, number(int, 1, "whole number"), "N",
             "CPU threads for this process and what it starts (torch, OpenMP, Inductor's compile workers). Default: "
             "its share of the host's cores by the GPUs it sees of the host's, divided among xdist workers on one "
@@ -313,6 +307,9 @@ OPTIONS: tuple[_Option, ...] = (
     _Option(UNITS, parse_path, "FILE",
             "run only the tests of the units in FILE, one a line: a family (MODEL-bBATCH), or another test's "
             "module or class (vitperf ab --gpus gives each GPU its share of a suite so). Default: all."),
+    _Option(SHARD, parse_shard, "K/N",
+            "run only shard K of N: the run's units (families, other tests' modules) dealt over N by a model of their "
+            "cost, alike on every host, a family never split. Default: all."),
     _Option(WAIT_FOR, parse_path, "FILE",
             "touch no GPU and run no test until FILE exists (vitperf ab: a side's next process starts and imports "
             "while the one before it runs). Default: none."),

@@ -165,3 +165,11 @@ def parse_delays(value: str) -> tuple[tuple[str, float], ...]:
         return name.strip().lower(), share
 
     return _comma_list(value, pair, "no PRECISION=REL given, e.g. fp8=2%")
+
+
+def parse_shard(value: str) -> tuple[int, int]:
+    """`2/4` -> (2, 4): the second of four shards."""
+    k, sep, n = value.strip().partition("/")
+    if not (sep and k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
+        raise argparse.ArgumentTypeError(f"{value!r} is not K/N with 1 <= K <= N, e.g. 1/2")
+    return int(k), int(n)
