@@ -271,7 +271,7 @@ def _again(args: argparse.Namespace, resume: bool = False) -> str:
     """The command as given (with --resume if `resume`), to end a failure message with."""
     opts = [f"--a {shlex.quote(args.a)}", f"--b {shlex.quote(args.b)}", f"--rounds {args.rounds}"]
     opts += [f"--budget-s {args.budget_s:g}"] if getattr(args, "budget_s", 0) else []
-    opts += [f"--{k} {shlex.quote(v)}" for k, v in (("gpu", args.gpu), ("gpus", getattr(args, "gpus", None))) if v]
+    opts += [f"--{k} {shlex.quote(getattr(args, k))}" for k in ("gpu", "gpus") if getattr(args, k, None)]
     opts += [f"--work-dir {shlex.quote(str(args.work_dir))}"] if args.work_dir else []
     opts += ["--reuse-compiles"] if args.reuse_compiles else []
     opts += ["--resume"] if args.resume or resume else []
