@@ -31,6 +31,8 @@ BALANCING = ("load", "loadgroup", "worksteal")
 # Test ids come from plugin.pytest_generate_tests as "<model>-b<batch>-<precision>", possibly joined with other
 # parameters' ids. The controller never collects, so a family is read back from the node id.
 _FAMILY = re.compile(r"\[(?:.*-)?(?P<model>" + NAME.pattern + r")-b(?P<batch>\d+)(?:-.*)?\]$")
+# The GEMM suite's ids are "<shape>-<kind>" (engines.gemms): a shape's kinds share a worker, as a family's do.
+_GEMM_SHAPE = re.compile(r"\[(?P<shape>gemm-(?:[\w-]+-)?m\d+-n\d+-k\d+)-[\w-]+\]$")
 
 
 @dataclass(frozen=True)
@@ -206,8 +208,10 @@ def too_many_workers(workers: int, gpus: int, share: bool) -> str | None:
 
 
 def scope_of(nodeid: str) -> str:
-    """The unit a worker runs whole: the test's family, else its module or class (xdist's loadscope)."""
-    return family_of(nodeid) or nodeid.rsplit("::", 1)[0]
+    """The unit a worker runs whole: the test's family, or its GEMM shape (every speedup over FP16 stays a same-GPU
+    ratio either way), else its module or class (xdist's loadscope)."""
+    gemm = _GEMM_SHAPE.search(nodeid)
+    return family_of(nodeid) or (gemm["shape"] if gemm else nodeid.rsplit("::", 1)[0])
 
 
 def modelled_s(scope: str) -> float:

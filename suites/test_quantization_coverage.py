@@ -27,9 +27,8 @@ def exported(request, vitperf_session, vitperf_cache_dir):
     def model(name):
         if name not in models:
             models[name] = vitperf_session.model(name)
-            if not hasattr(request.config, "workerinput"):  # under xdist the workers share the exports out already
-                selected = [i.callspec.params["recipe"] for i in here if i.callspec.params["vitperf_model"] == name]
-                export_ahead(selected, models[name], 1, cache_dir=vitperf_cache_dir)
+            selected = [i.callspec.params["recipe"] for i in here if i.callspec.params["vitperf_model"] == name]
+            export_ahead(selected, models[name], 1, cache_dir=vitperf_cache_dir)
         return models[name]
 
     return model

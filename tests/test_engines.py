@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import onnx
@@ -16,6 +15,7 @@ from pytest_vitperf.engines.coverage import quantization_coverage
 from pytest_vitperf.engines.models import build_model
 from pytest_vitperf.engines.plan import BuildOptions, PlanCache, build_cached
 from pytest_vitperf.engines.recipes import export_ahead, export_onnx, opset
+from pytest_vitperf.workers import use_threads
 
 DATA = Path(__file__).parent / "data"
 trt = pytest.importorskip("tensorrt_rtx", reason="tensorrt_rtx is not installed: pip install 'pytest-vitperf[rtx]'")
@@ -132,8 +132,11 @@ def test_export_cache_hits_by_content_and_rebuilds_truncated_files(tiny: torch.n
 def test_exports_made_ahead_in_other_processes_are_found_by_export_onnx(
     tiny: torch.nn.Module, exports: dict[str, bytes], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(os, "cpu_count", lambda: 4)  # two processes, whatever this machine has
-    export_ahead(["fp8", "int8", "fp8"], tiny, 1, cache_dir=tmp_path)
+    restore = use_threads(4)  # a budget of 4 threads: two processes, whatever this machine has
+    try:
+        export_ahead(["fp8", "int8", "fp8"], tiny, 1, cache_dir=tmp_path)
+    finally:
+        restore()
     assert sorted(p.name.split("-")[0] for p in (tmp_path / "onnx").glob("*.onnx")) == ["fp8", "int8"]
 
     def no_export(*args: object) -> None:

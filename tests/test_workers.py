@@ -220,6 +220,18 @@ def test_a_units_cost_is_its_tests_recorded_seconds_else_the_model() -> None:
     assert scope_of("s/t.py::C::test[vit_tiny_patch16_224-b8-fp16]") == "vit_tiny_patch16_224-b8"
 
 
+def test_a_gemm_shapes_kinds_are_one_unit() -> None:
+    from suites.test_gemm import CASES
+
+    units: dict[str, set[str]] = {}
+    for case in CASES:
+        shape = case.values[0]
+        for test in ("test_gemm_correct", "test_gemm_speed"):
+            units.setdefault(scope_of(f"suites/test_gemm.py::{test}[{case.id}]"), set()).add(shape.name)
+    # one unit per shape, named by it: its kinds' speedups over FP16 stay on one GPU
+    assert units == {shape.name: {shape.name} for shape in {c.values[0] for c in CASES}}
+
+
 SLEEPY = """
 import os, time, pytest
 

@@ -360,15 +360,16 @@ def export_ahead(precisions: Iterable[str], model: torch.nn.Module, batch: int, 
     """Export `model` for each precision not yet in `cache_dir`, each in its own process, so that `export_onnx` finds
     them there. An export keeps about two cores busy (Model Optimizer's graph passes, ONNX shape inference,
     protobuf): vit_base's six coverage exports took 133-181 s one after another on an H100 machine's 16 cores, and
-    the same 25 s each on 2. Below 4 cores this does nothing. A failed export is left to `export_onnx`, which does
-    it again in the caller and reports what went wrong."""
+    the same 25 s each on 2. Below 4 threads in this process's budget this does nothing. A failed export is left to
+    `export_onnx`, which does it again in the caller and reports what went wrong."""
     import multiprocessing
-    import os
+
+    import torch
 
     from pytest_vitperf.core.processes import die_with_parent
 
     missing = [p for p in dict.fromkeys(precisions) if not _export_path(p, model, batch, cache_dir).exists()]
-    cores = os.cpu_count() or 1
+    cores = torch.get_num_threads()  # this process's share of the host (workers.share_host), not all of its cores
     workers = min(len(missing), cores // 2)
     if workers < 2:
         return
