@@ -22,7 +22,7 @@ from pytest_vitperf.core.precision import PRECISIONS
 from pytest_vitperf.engines.models import NAME, canonical_model_name
 from pytest_vitperf.options import SHARE_DEVICES, THREADS, WAIT_FOR
 
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 DURATIONS = "durations.json"  # in the cache folder: each test's seconds, for the next run's placement
 ENGINE_S, IMAGE_S, TEST_S = 10.0, 0.1, 3.0  # modelled_s
 # Balancing modes that would split a family across workers; the others (loadscope, loadfile, each) are kept.
@@ -153,12 +153,16 @@ def share_host(threads: int | None, run_gpus: int | None) -> tuple[int, Callable
 
 
 def use_threads(n: int) -> Callable[[], None]:
-    """Hold this process, and what it starts (Inductor's compile workers, export processes: OpenMP and MKL read
-    the environment), to `n` threads. Returns what puts the previous settings back."""
+    """Hold this process, and what it starts (Inductor's compile workers, export processes: OpenMP, MKL and OpenBLAS
+    read the environment), to `n` threads. Returns what puts the previous settings back."""
     import torch
     import torch._inductor.config as inductor
+    from threadpoolctl import threadpool_limits
 
     old = (torch.get_num_threads(), inductor.compile_threads, {v: os.environ.get(v) for v in THREAD_VARIABLES})
+    # BLAS pools loaded already (numpy's OpenBLAS: the GEMM suite's float64 checks) read no environment again.
+    # Left at every core, two workers' checks took 24 s against 6 s alone (2x H200, 2026-11-27).
+    blas = threadpool_limits(n)
     torch.set_num_threads(n)
     with contextlib.suppress(RuntimeError):  # settable once, before any inter-op work: a process that began keeps it
         torch.set_num_interop_threads(n)
@@ -166,6 +170,7 @@ def use_threads(n: int) -> Callable[[], None]:
     os.environ.update(dict.fromkeys(THREAD_VARIABLES, str(n)))
 
     def restore() -> None:
+        blas.restore_original_limits()
         torch.set_num_threads(old[0])
         inductor.compile_threads = old[1]
         for var, value in old[2].items():

@@ -1,5 +1,6 @@
 """No process assumes it owns the host: each takes its share of the cores by the GPUs it sees (workers.thread_budget),
-or --vitperf-threads, and what it starts inherits the budget through OpenMP's and MKL's variables."""
+or --vitperf-threads; the BLAS pools it has loaded are held to it, and what it starts inherits the budget through
+OpenMP's, MKL's and OpenBLAS's variables."""
 
 from __future__ import annotations
 
@@ -45,12 +46,20 @@ def test_use_threads_holds_torch_and_children_and_puts_them_back(monkeypatch: py
 
     monkeypatch.setenv("OMP_NUM_THREADS", "7")
     monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
-    before = (torch.get_num_threads(), inductor.compile_threads)
+    before = (torch.get_num_threads(), inductor.compile_threads, blas_threads())
     restore = use_threads(1)
     assert torch.get_num_threads() == 1 and inductor.compile_threads == 1
     assert all(os.environ[v] == "1" for v in THREAD_VARIABLES)
+    assert set(blas_threads().values()) == {1}  # numpy's BLAS, loaded before: it reads no variable again
     restore()
-    assert (torch.get_num_threads(), inductor.compile_threads) == before
+    assert (torch.get_num_threads(), inductor.compile_threads, blas_threads()) == before
+
+
+def blas_threads() -> dict[str, int]:
+    import numpy  # noqa: F401  (its BLAS is loaded with it)
+    from threadpoolctl import threadpool_info
+
+    return {i["filepath"]: i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
     assert os.environ["OMP_NUM_THREADS"] == "7" and "MKL_NUM_THREADS" not in os.environ
 
 
