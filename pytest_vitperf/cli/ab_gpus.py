@@ -42,16 +42,11 @@ def _collected(command: list[str], gpu: str, args: argparse.Namespace) -> list[s
     """The node ids side A's pytest collects on `gpu` (defaults follow the device)."""
     cmd = [*command, "-m", "pytest", "--gpu-bench", "--collect-only", "-q", "-p", "no:cacheprovider",
            *suite_args(args.pytest_args)]  # fmt: skip
-    with processes.held():
-        child = processes.start(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                env=dict(os.environ, CUDA_VISIBLE_DEVICES=gpu))  # fmt: skip
-    try:
-        out, _ = child.communicate()
-    finally:
-        processes.end(child, kill=child.returncode is None)
-    if child.returncode != 0:
-        raise RuntimeError(f"side A's pytest --collect-only exited {child.returncode}: {out.strip()[-500:]}")
-    ids = out.split("\n\n", 1)[0]  # -q lists the node ids, then a blank line, then warnings and the count
+    done = processes.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         env=dict(os.environ, CUDA_VISIBLE_DEVICES=gpu))  # fmt: skip
+    if done.returncode != 0:
+        raise RuntimeError(f"side A's pytest --collect-only exited {done.returncode}: {done.stdout.strip()[-500:]}")
+    ids = done.stdout.split("\n\n", 1)[0]  # -q lists the node ids, then a blank line, then warnings and the count
     return [line for line in ids.splitlines() if "::" in line]
 
 

@@ -32,15 +32,7 @@ def _run(cmd: list[str], quiet: bool) -> subprocess.CompletedProcess[str]:
     """One fresh process, ended with all it started if this one is interrupted (processes.interruptible)."""
     print("$ " + " ".join(cmd[1:]), flush=True)
     pipe = subprocess.PIPE if quiet else None
-    child: subprocess.Popen[str] | None = None
-    try:
-        with processes.held():
-            child = processes.start(cmd, stdout=pipe, stderr=pipe, text=True)
-        out, err = child.communicate()
-    finally:
-        if child is not None:
-            processes.end(child, kill=child.returncode is None)
-    return subprocess.CompletedProcess(cmd, child.returncode, out, err)
+    return processes.run(cmd, stdout=pipe, stderr=pipe, text=True)
 
 
 def _again(args: argparse.Namespace) -> str:

@@ -129,3 +129,16 @@ def end(child: subprocess.Popen[Any], kill: bool = True) -> int:
             os.killpg(child.pid, signal.SIGKILL)  # the group outlives its leader while a member lives: never another's
         child.wait()
     return child.returncode
+
+
+def run(cmd: Sequence[str], **popen: Any) -> subprocess.CompletedProcess[Any]:
+    """`start` a child under `held` and wait for its output; an interrupt while waiting ends it and all it started."""
+    child: subprocess.Popen[Any] | None = None
+    try:
+        with held():
+            child = start(cmd, **popen)
+        out, err = child.communicate()
+    finally:
+        if child is not None:
+            end(child, kill=child.returncode is None)
+    return subprocess.CompletedProcess(list(cmd), child.returncode, out, err)
