@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from pytest_vitperf.measure.timing import Clock
 
 CALIBRATION_LAUNCHES = 20
+DELAY_LABEL = "vitperf::injected_delay"
 SPIN_PROBE_CYCLES = 1_000_000
 
 
@@ -80,11 +81,13 @@ def inject(engine: Engine, rel: float) -> DelayedEngine:
     stream = getattr(engine.clock, "stream", None)
     if stream is None:  # a CPU engine, timed by the host clock
         wait_s = rel * own_ms / 1e3
+        from torch.profiler import record_function
 
         def busy() -> None:
-            end = time.perf_counter() + wait_s
-            while time.perf_counter() < end:
-                pass
+            with record_function(DELAY_LABEL):  # a CPU profile shows it by name, as a GPU's shows the spin kernel
+                end = time.perf_counter() + wait_s
+                while time.perf_counter() < end:
+                    pass
 
         return DelayedEngine(engine, rel, busy, {"wait_ms": round(wait_s * 1e3, 6), "engine_ms": own_ms})
     import torch

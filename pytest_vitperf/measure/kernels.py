@@ -11,6 +11,7 @@ the model without CUDA graph replay, so kernels are visible one by one.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,8 +73,9 @@ def breakdown(times_ms: dict[str, float], runs: int, device: str = "cuda", top: 
     )
 
 
-def profile(model: Any, inputs: Any, stream: Any = None, runs: int = 10, top: int = 5) -> Breakdown:
-    """Profile `runs` forward passes of `model` (on `stream` when given) and group the time."""
+def kernel_times(run: Callable[[], Any], stream: Any = None, runs: int = 10) -> dict[str, float]:
+    """Milliseconds per call of `run` in each kernel (on `stream`, a GPU) or each op's self time (no stream, a CPU:
+    aten ops and the project's own labelled regions, such as an injected delay), by the profiler's name."""
     import torch
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as torch_profile
@@ -81,16 +83,16 @@ def profile(model: Any, inputs: Any, stream: Any = None, runs: int = 10, top: in
     cuda = stream is not None
     activities = [ProfilerActivity.CUDA] if cuda else [ProfilerActivity.CPU]
     with torch.inference_mode():
-        model(inputs)  # anything lazy happens before the profiled runs
+        run()  # anything lazy happens before the profiled runs
         with torch_profile(activities=activities) as prof:
             if cuda:
                 with torch.cuda.stream(stream):
                     for _ in range(runs):
-                        model(inputs)
+                        run()
                 stream.synchronize()
             else:
                 for _ in range(runs):
-                    model(inputs)
+                    run()
     times: dict[str, float] = {}
     for e in prof.key_averages():
         if cuda:
@@ -98,12 +100,17 @@ def profile(model: Any, inputs: Any, stream: Any = None, runs: int = 10, top: in
             if getattr(e, "device_type", None) != torch.autograd.DeviceType.CUDA:
                 continue
         else:
-            if not e.key.startswith("aten::"):
+            if not e.key.startswith(("aten::", "vitperf::")):
                 continue
             us = float(e.self_cpu_time_total)
         if us > 0:
-            times[e.key] = times.get(e.key, 0.0) + us / 1000.0
-    return breakdown(times, runs, "cuda" if cuda else "cpu", top)
+            times[e.key] = times.get(e.key, 0.0) + us / 1000.0 / runs
+    return times
+
+
+def profile(model: Any, inputs: Any, stream: Any = None, runs: int = 10, top: int = 5) -> Breakdown:
+    """Profile `runs` forward passes of `model` (on `stream` when given) and group the time."""
+    return breakdown(kernel_times(lambda: model(inputs), stream, runs), 1, "cpu" if stream is None else "cuda", top)
 
 
 def amdahl_ceiling(fraction: float, speedup: float) -> float:
