@@ -113,3 +113,41 @@ def test_a_delay_injected_on_a_cpu_is_where_the_change_went() -> None:
     assert d.by_kernel[0].name == DELAY_LABEL, "\n".join(d.markdown())
     assert d.by_kernel[0].change == "new in B" and d.by_kernel[0].moved
     assert d.by_kernel[0].share >= 0.5, "\n".join(d.markdown())
+
+
+def test_vitperf_ab_explain_finds_the_slept_time_in_b(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The whole command on a CPU: B's model sleeps five times as long, in a region its profile names. --explain
+    profiles the SLOWER row once more per side (never among the rounds) and puts the sleep's group first."""
+    import json
+    import sys
+
+    from pytest_vitperf.cli import main
+    from pytest_vitperf.verdicts.ab import EXIT_SLOWER
+    from tests.test_baselines_workflow import CONFTEST, TEST
+
+    labelled = CONFTEST.replace("        time.sleep(self.seconds)\n", "        with torch.profiler.record_function("
+                                "'vitperf::model_sleep'):\n            time.sleep(self.seconds)\n")  # fmt: skip
+    assert labelled != CONFTEST
+    pytester.makepyfile(test_tiny=TEST)
+    pytester.makeconftest(labelled)
+    monkeypatch.chdir(pytester.path)
+    work, out = pytester.path / "ab", pytester.path / "ab.json"
+    a, b = (f"env {extra}{sys.executable}" for extra in ("", "SLOWDOWN=5 "))
+    code = main(["ab", "--a", a, "--b", b, "--rounds", "3", "--threshold", "100%", "--work-dir", str(work),
+                 "--explain", "--json", str(out), "--markdown", str(pytester.path / "ab.md"), "--", "test_tiny.py",
+                 "--vitperf-warmup-ms=50", "--vitperf-duration-ms=0", "--vitperf-min-iterations=15",
+                 "--vitperf-compile", "off"])  # fmt: skip
+    assert code == EXIT_SLOWER, capsys.readouterr().err
+    explained = json.loads(out.read_text())["explain"]
+    row = explained["rows"]["test_vit fp32 b1"]
+    first = row["by_kernel"][0]
+    assert first["name"] == "vitperf::model_sleep" and first["share"] > 0.9, row
+    assert first["interval_ms"][0] > 0 and row["profiles"] == [5, 5]
+    assert 3 < row["b_ms"] / row["a_ms"] < 8 and explained["seconds_per_row"] > 0
+    md = (pytester.path / "ab.md").read_text()
+    assert "### Where the time went" in md and "#### test_vit fp32 b1" in md and "`vitperf::model_sleep`" in md
+    # the profile processes are not rounds: the rounds' files are as without --explain, and theirs are apart
+    assert sorted(p.name for p in work.glob("round*.json")) == [f"round{i}-{s}.json" for i in range(3) for s in "AB"]
+    assert {p.name for p in work.glob("explain-*.json")} == {"explain-A.json", "explain-B.json"}

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from pytest_vitperf.cli.ab_explain import LABEL, chosen, explain
 from pytest_vitperf.core import processes
 from pytest_vitperf.engines import INDUCTOR_PART, REPRODUCIBLE_PARTS
 from pytest_vitperf.options import COMPILE, WAIT_FOR
@@ -82,7 +83,7 @@ def _start(
     """A fresh process of `side`, its output kept in the work folder; with `turn`, it runs no test before that file
     exists (--vitperf-wait-for). The prepare process (and with --reuse-compiles every process) uses the side's
     cache; otherwise a round's process builds in a cache of its own that borrows the side's reproducible parts."""
-    own = label != "prepare" and not args.reuse_compiles
+    own = label not in ("prepare", LABEL) and not args.reuse_compiles  # a profile process is never a timed round
     cache = work / f"cache-{side}"
     if own:
         cache = _own_builds(cache, work / f"cache-{side}-{label}", shared_parts(args.pytest_args))
@@ -278,15 +279,6 @@ def _again(args: argparse.Namespace, resume: bool = False) -> str:
     return " ".join(["vitperf ab", *opts, "--", *map(shlex.quote, args.pytest_args)])
 
 
-def _builds(args: argparse.Namespace) -> str:
-    """Where a round's engines come from, for the facts under the table."""
-    if args.reuse_compiles:
-        return "once a side"
-    if INDUCTOR_PART in shared_parts(args.pytest_args):
-        return "Inductor's kernels once a side (no timed choices), other builds each process"
-    return "each process"
-
-
 def _run(
     commands: dict[str, list[str]], work: Path, args: argparse.Namespace, env: dict[str, str]
 ) -> tuple[int, list[tuple[Process, Process]], list[Row]]:
@@ -336,9 +328,13 @@ def _ab(args: argparse.Namespace) -> int:
 
         return split_over_gpus(commands, work, args)
     env = dict(os.environ, **({"CUDA_VISIBLE_DEVICES": args.gpu} if args.gpu is not None else {}))
+    explained = None
     try:
         with processes.interruptible():
             looks, rounds, rows = _run(commands, work, args, env)
+            if (args.explain or args.explain_all) and (names := chosen(rows, args.explain_all)):
+                overlap = not _host_timed(work)
+                explained = explain(names, lambda t, ns: _in_turn(t, commands, work, ns, env, overlap), work, args)
     except SideFailed as exc:
         print(f"vitperf ab: {exc}", file=sys.stderr)
         return 2
@@ -347,28 +343,9 @@ def _ab(args: argparse.Namespace) -> int:
               f"{_again(args, resume=True)}", file=sys.stderr)  # fmt: skip
         return exc.code
     device = f"GPU {args.gpu}" if args.gpu is not None else "the default device"
-    return report(rows, device, len(rounds), looks, work, args)
+    from pytest_vitperf.cli.ab_report import report
 
-
-def report(rows: list[Row], device: str, rounds: int, looks: int, work: Path, args: argparse.Namespace) -> int:
-    """The table on stdout, --markdown, --json and --export written; the exit code of the verdicts."""
-    from pytest_vitperf.report.ab import github_action_benchmark, markdown
-    from pytest_vitperf.verdicts.ab import exit_code
-
-    facts = {"a": args.a, "b": args.b, "device": device, "threshold": args.threshold, "confidence": args.confidence,
-             "rounds": rounds, "looks": looks, "compile": compile_mode(args.pytest_args),
-             "builds": _builds(args)}  # fmt: skip
-    lines = markdown(rows, facts)
-    print("\n".join(lines))
-    code = exit_code(rows)
-    outputs = {args.markdown: "\n".join(lines) + "\n",
-               args.json: json.dumps({**facts, "work_dir": str(work), "exit": code,
-                                      "rows": [r.to_dict() for r in rows]}, indent=1),
-               args.export: json.dumps(github_action_benchmark(rows), indent=1)}  # fmt: skip
-    for path, text in outputs.items():
-        if path is not None:
-            path.write_text(text)  # an OSError fails the command: a gate must not believe it wrote its verdicts
-    return code
+    return report(rows, device, len(rounds), looks, work, args, explained)
 
 
 def add(sub: Any) -> None:
@@ -391,6 +368,9 @@ def add(sub: Any) -> None:
                     help="rounds load every build of their side's prepare process, TensorRT plans and kernels "
                     "compiled with timed choices included: faster, but that one build's draw then sits in every "
                     "round of its side (an A/A read 2%% SLOWER so); by default a round's process builds those afresh")
+    ab.add_argument("--explain", action="store_true", help="after the rounds, profile each SLOWER or FASTER row once "
+                    "more per side and show which kernels its time moved to")  # fmt: skip
+    ab.add_argument("--explain-all", action="store_true", help="--explain for every row")
     ab.add_argument("--markdown", type=Path, help="write the table, e.g. for a pull-request comment")
     ab.add_argument("--json", type=Path, help="write the verdicts as JSON")
     ab.add_argument("--export", type=Path, help="write github-action-benchmark's customSmallerIsBetter input")

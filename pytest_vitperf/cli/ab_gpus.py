@@ -19,7 +19,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_vitperf.cli.ab import _again, _recorded, report, suite_args
+from pytest_vitperf.cli.ab import _again, _recorded, suite_args
+from pytest_vitperf.cli.ab_report import report
 from pytest_vitperf.core import processes
 
 if TYPE_CHECKING:

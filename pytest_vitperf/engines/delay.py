@@ -37,8 +37,11 @@ SPIN_PROBE_CYCLES = 1_000_000
 class DelayedEngine:
     """`engine`, with `delay` run after every launch; its output and everything else are the engine's own."""
 
-    def __init__(self, engine: Engine, rel: float, delay: Callable[[], None], facts: dict[str, Any]) -> None:
+    def __init__(
+        self, engine: Engine, rel: float, delay: Callable[[], None], facts: dict[str, Any], stream: Any = None
+    ) -> None:
         self.engine = engine
+        self._stream = stream  # where the delay runs: a GPU's profile follows it there
         self.rel = rel
         self.backend, self.model_name, self.precision = engine.backend, engine.model_name, engine.precision
         self.batch: int = engine.batch
@@ -60,7 +63,13 @@ class DelayedEngine:
         return {**self.engine.describe(), "injected_delay": {"rel": self.rel, **self._facts}}
 
     def kernel_breakdown(self) -> Breakdown:
-        return self.engine.kernel_breakdown()
+        """The engine's breakdown with the delay in each of its profiles, as the timer sees both."""
+        from pytest_vitperf.measure.kernels import kernel_times, of_profiles
+
+        base = self.engine.kernel_breakdown()
+        if not base.profiles:  # layer times from TensorRT's profiler: the delay is not among its layers
+            return base
+        return of_profiles([{**p, **kernel_times(self._delay, self._stream)} for p in base.profiles], base.device)
 
 
 def _median_ms(clock: Clock, launch: Callable[[], None], n: int) -> float:
@@ -104,4 +113,4 @@ def inject(engine: Engine, rel: float) -> DelayedEngine:
     probe_ms = _median_ms(engine.clock, spin(SPIN_PROBE_CYCLES), 5)
     cycles = max(1, round(rel * own_ms / probe_ms * SPIN_PROBE_CYCLES))
     facts = {"cycles": cycles, "engine_ms": own_ms, "spin_ms_per_million_cycles": probe_ms}
-    return DelayedEngine(engine, rel, spin(cycles), facts)
+    return DelayedEngine(engine, rel, spin(cycles), facts, torch_stream)

@@ -10,9 +10,10 @@ the model without CUDA graph replay, so kernels are visible one by one.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 # First match wins. Quantize first: its names (QuantizeLinear, an Inductor kernel fusing abs/amax/cast) may also
@@ -26,6 +27,9 @@ CATEGORIES: tuple[tuple[str, str], ...] = (
     ("norm", r"norm"),
     ("elementwise", r"elementwise|vectorized|triton_poi|triton_per|triton_red|gelu|add|mul|copy|cat|clone"),
 )
+
+
+PROFILES = 5  # repeats of a profile: the spread that kernel_diff's intervals take
 
 
 def category(name: str) -> str:
@@ -42,6 +46,7 @@ class Breakdown:
     by_category: dict[str, float]  # ms per inference, largest first
     top: list[tuple[str, float]] = field(default_factory=list)  # (kernel, ms per inference), slowest first
     device: str = "cuda"
+    profiles: list[dict[str, float]] = field(default_factory=list)  # each repeat's ms per kernel (kernel_diff)
 
     def line(self) -> str:
         total = self.per_run_ms or 1.0
@@ -51,12 +56,14 @@ class Breakdown:
         return f"{self.per_run_ms:.3f} ms {what}: {parts}{slowest}"
 
     def as_dict(self) -> dict[str, Any]:
-        return {"per_run_ms": self.per_run_ms, "by_category": self.by_category, "top": self.top, "device": self.device}
+        return {"per_run_ms": self.per_run_ms, "by_category": self.by_category, "top": self.top, "device": self.device,
+                "profiles": self.profiles}  # fmt: skip
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Breakdown:
         top = [(str(name), float(ms)) for name, ms in d.get("top", [])]
-        return cls(float(d["per_run_ms"]), dict(d["by_category"]), top, str(d.get("device", "cuda")))
+        profiles = [{str(k): float(v) for k, v in p.items()} for p in d.get("profiles", [])]
+        return cls(float(d["per_run_ms"]), dict(d["by_category"]), top, str(d.get("device", "cuda")), profiles)
 
 
 def breakdown(times_ms: dict[str, float], runs: int, device: str = "cuda", top: int = 5) -> Breakdown:
@@ -108,9 +115,19 @@ def kernel_times(run: Callable[[], Any], stream: Any = None, runs: int = 10) -> 
     return times
 
 
-def profile(model: Any, inputs: Any, stream: Any = None, runs: int = 10, top: int = 5) -> Breakdown:
-    """Profile `runs` forward passes of `model` (on `stream` when given) and group the time."""
-    return breakdown(kernel_times(lambda: model(inputs), stream, runs), 1, "cpu" if stream is None else "cuda", top)
+def of_profiles(profiles: list[dict[str, float]], device: str, top: int = 5) -> Breakdown:
+    """The breakdown of the mean of several profiles (ms per inference by kernel), which it keeps."""
+    names = {n for p in profiles for n in p}
+    mean = {n: math.fsum(p.get(n, 0.0) for p in profiles) / len(profiles) for n in names}
+    return replace(breakdown(mean, 1, device, top), profiles=profiles)
+
+
+def profile(
+    model: Any, inputs: Any, stream: Any = None, runs: int = 10, top: int = 5, repeats: int = PROFILES
+) -> Breakdown:
+    """Profile `repeats` times `runs` forward passes of `model` (on `stream` when given) and group the time."""
+    profiles = [kernel_times(lambda: model(inputs), stream, runs) for _ in range(repeats)]
+    return of_profiles(profiles, "cpu" if stream is None else "cuda", top)
 
 
 def amdahl_ceiling(fraction: float, speedup: float) -> float:
