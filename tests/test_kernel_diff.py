@@ -93,22 +93,22 @@ def test_new_and_gone_kernels_and_what_one_profile_a_side_cannot_say() -> None:
 
 
 def test_a_delay_injected_on_a_cpu_is_where_the_change_went() -> None:
-    """A tiny ViT on the CPU, each side profiled four times: B carries a delay of half the engine's time, which the
-    profile sees by its label. The delay must be new in B, moved beyond its interval, the largest change and most of
-    the whole (a busy CPU moves the other ops' times too: seen at 66% with a 30% delay and three profiles a side)."""
+    """A tiny ViT on the CPU, each side profiled as --vitperf-kernels does: B carries a delay of half the engine's
+    time, which the profile sees by its label. The delay must be new in B, moved beyond its interval, the largest
+    change and most of the whole (a busy CPU moves the other ops' times too: seen at 66% with a 30% delay)."""
     from pytest_vitperf.core.settings import Settings
     from pytest_vitperf.engines.backends.torch import TorchBackend
     from pytest_vitperf.engines.delay import DELAY_LABEL, inject
     from pytest_vitperf.engines.models import build_model
     from pytest_vitperf.measure.env import Device
-    from pytest_vitperf.measure.kernels import kernel_times
+    from pytest_vitperf.measure.kernels import PROFILES
 
     cpu = Device("test CPU")
     engine = TorchBackend().prepare(build_model("vit_tiny"), model_name="vit_tiny_patch16_224", precision="fp32",
                                     batch=1, device=cpu, settings=Settings())  # fmt: skip
     delayed = inject(engine, 0.5)
-    a = [kernel_times(engine.launch, runs=5) for _ in range(4)]
-    b = [kernel_times(delayed.launch, runs=5) for _ in range(4)]
+    a, b = engine.kernel_breakdown().profiles, delayed.kernel_breakdown().profiles  # what --vitperf-kernels keeps
+    assert len(a) == len(b) == PROFILES
     d = diff(a, b)
     assert d.by_kernel[0].name == DELAY_LABEL, "\n".join(d.markdown())
     assert d.by_kernel[0].change == "new in B" and d.by_kernel[0].moved
