@@ -198,7 +198,7 @@ def _write_run(work: Path, args: argparse.Namespace, looks: int) -> None:
 def _begin(work: Path, args: argparse.Namespace) -> int:
     """The looks already taken at the rounds a resumed run continues (each one counts against the confidence)."""
     if not args.resume:
-        for old in [*work.glob("round*-[AB].*"), *work.glob("prepare-[AB].*")]:
+        for old in [*work.glob("round*-[AB].*"), *work.glob("prepare-[AB].*"), *work.glob("explain-[AB].*")]:
             old.unlink()  # an earlier run's processes: a later --resume must not take them for this run's
         _write_run(work, args, 0)
         return 0
