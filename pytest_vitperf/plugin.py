@@ -160,8 +160,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         from pytest_vitperf.workers import kept_units, scope_of
 
         units = kept_units([i.nodeid for i in items], s.units, s.shard)
-        config.hook.pytest_deselected(items=[i for i in items if scope_of(i.nodeid) not in units])
-        items[:] = [i for i in items if scope_of(i.nodeid) in units]
+        kept = [scope_of(i.nodeid) in units for i in items]
+        config.hook.pytest_deselected(items=[i for i, k in zip(items, kept, strict=True) if not k])
+        items[:] = [i for i, k in zip(items, kept, strict=True) if k]
     gate = pytest.mark.skip(reason=f"benchmark test: run with {GPU_BENCH}")
     for item in items:
         if item.get_closest_marker(MARKER) is None:

@@ -150,20 +150,22 @@ def _mean_total(profiles: Sequence[dict[str, float]]) -> float:
 
 
 def _groups(a: Sequence[dict[str, float]], b: Sequence[dict[str, float]], key: Callable[[str], str],
-            confidence: float) -> list[Group]:  # fmt: skip
+            total: float, confidence: float) -> list[Group]:  # fmt: skip
+    """The profiles' kernels grouped by `key`; `total` is the whole change, which the groups' shares divide."""
+    keys = {name: key(name) for p in [*a, *b] for name in p}  # a kernel name is parsed once
+
     def grouped(profiles: Sequence[dict[str, float]]) -> list[dict[str, float]]:
         out = []
         for p in profiles:
             g: dict[str, float] = {}
             for name, ms in p.items():
-                g[key(name)] = g.get(key(name), 0.0) + ms
+                g[keys[name]] = g.get(keys[name], 0.0) + ms
             out.append(g)
         return out
 
     ga, gb = grouped(a), grouped(b)
     names = sorted({n for p in ga + gb for n in p})
     level = 1 - (1 - confidence) / max(1, len(names))
-    total = _mean_total(gb) - _mean_total(ga)
     rows = []
     for n in names:
         xa, xb = [p.get(n, 0.0) for p in ga], [p.get(n, 0.0) for p in gb]
@@ -179,6 +181,6 @@ def diff(a: Sequence[dict[str, float]], b: Sequence[dict[str, float]], confidenc
     if not a or not b:
         raise ValueError("a kernel difference needs at least one profile a side")
     a_ms, b_ms = _mean_total(a), _mean_total(b)
-    by_kind = _groups(a, b, lambda n: category(n), confidence)
-    by_kernel = _groups(a, b, normalise, confidence)
+    by_kind = _groups(a, b, category, b_ms - a_ms, confidence)
+    by_kernel = _groups(a, b, normalise, b_ms - a_ms, confidence)
     return KernelDiff(a_ms, b_ms, (len(a), len(b)), confidence, by_kind, by_kernel)
