@@ -87,9 +87,74 @@ def test_new_and_gone_kernels_and_what_one_profile_a_side_cannot_say() -> None:
     assert new in md
     gemm = {k["name"]: k for k in d.as_dict()["by_kind"]}["gemm"]
     assert gemm == {"name": "gemm", "a_ms": 4.0, "b_ms": 4.5, "delta_ms": 0.5, "share": 0.5, "interval_ms": [0.5, 0.5],
-                    "change": ""}  # fmt: skip
+                    "change": "", "moved": True}  # fmt: skip
+    assert d.changed_ms == pytest.approx(0.5) and "Kernels new in B or gone in B: +0.500 ms, 50% of the change" in md
     with pytest.raises(ValueError, match="at least one profile a side"):
         diff([], b)
+
+
+def test_a_change_below_the_floor_has_not_moved_and_shares_of_no_change_are_not_shown() -> None:
+    """One process's profiles agree closely, so their interval excludes a process's own draw: in an A/A on an H100
+    (2026-11-28) the GEMMs of one pair of profile processes read 0.9% apart. The floor keeps such a group still."""
+    a = [{"nvjet_gemm": 3.70 + i * 1e-4, "flash_fwd": 0.57} for i in range(5)]
+    b = [{"nvjet_gemm": 3.66 + i * 1e-4, "flash_fwd": 0.57} for i in range(5)]
+    strict, floored = diff(a, b), diff(a, b, floor=0.01)  # 1% of A's 4.27 ms: 0.0427 ms
+    assert {g.name: g.moved for g in strict.by_kernel}["nvjet_gemm"]
+    assert floored.floor_ms == pytest.approx(0.0427, abs=1e-5) and not any(g.moved for g in floored.by_kernel + floored.by_kind)
+    assert "| `nvjet_gemm` | 3.7002 | 3.6602 | -0.0400 | - |" in "\n".join(floored.markdown())
+    assert "| `nvjet_gemm` | 3.7002 | 3.6602 | -0.0400 | 100% |" in "\n".join(strict.markdown())
+
+
+MODULES = st.dictionaries(st.sampled_from(["blocks.0.attn.qkv", "blocks.1.attn.qkv", "blocks.0.mlp.fc1", "head",
+                                           "(outside any module)"]), st.floats(0.0, 10.0, allow_subnormal=False),
+                          min_size=1)  # fmt: skip
+
+
+@given(st.lists(MODULES, min_size=2, max_size=4), st.lists(MODULES, min_size=2, max_size=4))
+def test_modules_fold_their_block_index_and_their_changes_add_up(a: list[dict[str, float]],
+                                                                 b: list[dict[str, float]]) -> None:  # fmt: skip
+    d = diff([{"k": 1.0}], [{"k": 1.0}], a_modules=a, b_modules=b)
+    names = {g.name for g in d.by_module}
+    assert names <= {"blocks.*.attn.qkv", "blocks.*.mlp.fc1", "head", "(outside any module)"}
+    total = math.fsum(math.fsum(p.values()) for p in b) / len(b) - math.fsum(math.fsum(p.values()) for p in a) / len(a)
+    assert math.fsum(g.delta_ms for g in d.by_module) == pytest.approx(total, abs=1e-9)
+    assert "| module |" in "\n".join(d.markdown()) and diff([{"k": 1.0}], [{"k": 1.0}]).by_module == []
+
+
+@pytest.mark.parametrize(
+    ("layer", "module"),
+    [
+        ("/blocks/blocks.0/attn/qkv/MatMul", "blocks.0.attn.qkv"),
+        ("/blocks/blocks.11/mlp/fc1/MatMul + /blocks/blocks.11/mlp/act/Mul", "blocks.11.mlp.fc1"),
+        ("{ForeignNode[/blocks/blocks.0/norm1/ReduceMean.../head/Gemm]}", "blocks.0.norm1 ... head"),
+        ("/head/Gemm", "head"),
+        ("Reformatting CopyNode for Input Tensor 0 to /blocks/blocks.0/attn/qkv/MatMul", "(outside any module)"),
+    ],
+)
+def test_a_tensorrt_layer_is_read_as_the_module_its_onnx_name_comes_from(layer: str, module: str) -> None:
+    from pytest_vitperf.measure.layers import by_module, module_of
+
+    assert module_of(layer) == module
+    assert by_module({layer: 0.25, "/patch_embed/proj/Conv": 0.5}) == {module: 0.25, "patch_embed.proj": 0.5}
+
+
+def test_an_eager_torch_engine_is_profiled_by_module_on_a_cpu() -> None:
+    """A tiny ViT, eager on the CPU: every op's self time belongs to the innermost module that ran it, and the
+    modules' times add up to the ops'. A compiled engine gives no module times (its kernels are fused)."""
+    from pytest_vitperf.core.settings import Settings
+    from pytest_vitperf.engines.backends.torch import TorchBackend
+    from pytest_vitperf.engines.models import build_model
+    from pytest_vitperf.measure.env import Device
+
+    engine = TorchBackend().prepare(build_model("vit_tiny"), model_name="vit_tiny_patch16_224", precision="fp32",
+                                    batch=1, device=Device("test CPU"), settings=Settings())  # fmt: skip
+    b = engine.kernel_breakdown()
+    assert len(b.modules) == len(b.profiles)
+    for ops, modules in zip(b.profiles, b.modules, strict=True):
+        assert math.fsum(modules.values()) == pytest.approx(math.fsum(ops.values()), rel=1e-6)
+        assert {"blocks.0.attn.qkv", "blocks.11.mlp.fc2", "head"} <= modules.keys()
+    d = diff(b.profiles, b.profiles, a_modules=b.modules, b_modules=b.modules)
+    assert "blocks.*.attn.qkv" in {g.name for g in d.by_module}
 
 
 def test_a_delay_injected_on_a_cpu_is_where_the_change_went() -> None:
@@ -113,6 +178,8 @@ def test_a_delay_injected_on_a_cpu_is_where_the_change_went() -> None:
     assert d.by_kernel[0].name == DELAY_LABEL, "\n".join(d.markdown())
     assert d.by_kernel[0].change == "new in B" and d.by_kernel[0].moved
     assert d.by_kernel[0].share >= 0.5, "\n".join(d.markdown())
+    by_module = diff(a, b, a_modules=engine.kernel_breakdown().modules, b_modules=delayed.kernel_breakdown().modules)
+    assert by_module.by_module[0].name == DELAY_LABEL and by_module.by_module[0].change == "new in B"
 
 
 def test_vitperf_ab_explain_finds_the_slept_time_in_b(
@@ -148,6 +215,7 @@ def test_vitperf_ab_explain_finds_the_slept_time_in_b(
     assert 3 < row["b_ms"] / row["a_ms"] < 8 and explained["seconds_per_row"] > 0
     md = (pytester.path / "ab.md").read_text()
     assert "### Where the time went" in md and "#### test_vit fp32 b1" in md and "`vitperf::model_sleep`" in md
+    assert row["by_module"][0]["name"] == "vitperf::model_sleep" and "| module |" in md  # an eager engine says
     # the profile processes are not rounds: the rounds' files are as without --explain, and theirs are apart
     assert sorted(p.name for p in work.glob("round*.json")) == [f"round{i}-{s}.json" for i in range(3) for s in "AB"]
     assert {p.name for p in work.glob("explain-*.json")} == {"explain-A.json", "explain-B.json"}

@@ -17,6 +17,7 @@ from pytest_vitperf.options import BUILDS, KERNELS, ROUND_BUDGET_S, ROUNDS
 
 if TYPE_CHECKING:
     from pytest_vitperf.measure.kernel_diff import KernelDiff
+    from pytest_vitperf.measure.kernels import Breakdown
     from pytest_vitperf.verdicts.ab import Row
 
 LABEL = "explain"
@@ -50,8 +51,9 @@ def profile_args(tests: list[str]) -> list[str]:
     return ["-k", " or ".join(tests), f"{ROUNDS}=3", f"{BUILDS}=1", f"{ROUND_BUDGET_S}=0", KERNELS]
 
 
-def profiles_of(path: Path) -> dict[str, list[dict[str, float]]]:
-    """Each row's kernel profiles from a profile process's --benchmark-json."""
+def profiles_of(path: Path) -> dict[str, Breakdown]:
+    """Each row's kernel breakdown (its profiles, and its module profiles where the backend gave them) from a
+    profile process's --benchmark-json."""
     from pytest_vitperf.measure.kernels import Breakdown
     from pytest_vitperf.measure.measurement import read_benchmark_json
 
@@ -59,13 +61,15 @@ def profiles_of(path: Path) -> dict[str, list[dict[str, float]]]:
     for m in read_benchmark_json(path):
         kernels = m.spec.options.get("kernels")
         if isinstance(kernels, dict):
-            out[f"{m.spec.model} {m.spec.precision} b{m.spec.batch}"] = Breakdown.from_dict(kernels).profiles
+            out[f"{m.spec.model} {m.spec.precision} b{m.spec.batch}"] = Breakdown.from_dict(kernels)
     return out
 
 
 def explain(names: list[str], run: Any, work: Path, args: argparse.Namespace) -> dict[str, Any]:
     """Profile `names` once more per side through `run(tasks, args)` (ab's `_in_turn`), and compare them. Returns
-    the JSON's "explain" entry: each row's difference, or why there is none, and the cost per row."""
+    the JSON's "explain" entry: each row's difference, or why there is none, and the cost per row. A group moves
+    only by half the practical threshold of the row's time or more: one process's profiles cannot see that
+    process's own draw (measure/kernel_diff.py)."""
     from pytest_vitperf.measure.kernel_diff import diff
 
     start = time.monotonic()
@@ -75,8 +79,9 @@ def explain(names: list[str], run: Any, work: Path, args: argparse.Namespace) ->
     a, b = profiles_of(work / f"{LABEL}-A.json"), profiles_of(work / f"{LABEL}-B.json")
     rows: dict[str, Any] = {}
     for name in names:
-        if a.get(name) and b.get(name):
-            rows[name] = diff(a[name], b[name], args.confidence)
+        if name in a and name in b and a[name].profiles and b[name].profiles:
+            rows[name] = diff(a[name].profiles, b[name].profiles, args.confidence, args.threshold / 2,
+                              a[name].modules, b[name].modules)  # fmt: skip
         else:
             rows[name] = "not profiled: its engine gave no kernel profile (a backend without one, or not run)"
     return {"rows": rows, "seconds_per_row": (time.monotonic() - start) / max(1, len(names))}

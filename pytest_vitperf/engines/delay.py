@@ -15,9 +15,11 @@ Off unless asked for; the header and the summary say so loudly, and a run with i
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from pytest_vitperf.core.errors import VitperfError
@@ -67,9 +69,14 @@ class DelayedEngine:
         from pytest_vitperf.measure.kernels import kernel_times, of_profiles
 
         base = self.engine.kernel_breakdown()
-        if not base.profiles:  # layer times from TensorRT's profiler: the delay is not among its layers
+        if not base.profiles:  # no profiles to add it to
             return base
-        return of_profiles([{**p, **kernel_times(self._delay, self._stream)} for p in base.profiles], base.device)
+        delays = [kernel_times(self._delay, self._stream) for _ in base.profiles]
+        out = of_profiles([{**p, **d} for p, d in zip(base.profiles, delays, strict=True)], base.device)
+        if not base.modules:
+            return out
+        modules = [{**m, DELAY_LABEL: math.fsum(d.values())} for m, d in zip(base.modules, delays, strict=True)]
+        return replace(out, modules=modules)
 
 
 def _median_ms(clock: Clock, launch: Callable[[], None], n: int) -> float:

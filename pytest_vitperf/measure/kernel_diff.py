@@ -1,10 +1,13 @@
-"""Where a change in time went: two sides' kernel profiles, grouped by kernel and by kind of kernel, with each
-group's change, its share of the whole change, and an interval over repeated profiles.
+"""Where a change in time went: two sides' kernel profiles, grouped by kernel, by kind of kernel and, where the
+backend can say, by module, with each group's change, its share of the whole change, and an interval over repeated
+profiles.
 
-A profile is milliseconds per inference by kernel name (kernels.kernel_times); each side gives several, each from
-its own process where it can, so that the interval covers what moves between processes. Names are normalised
+A profile is milliseconds per inference by kernel name (kernels.kernel_times); each side gives several from one
+process. Their interval covers what moves within that process, not the process's own draw, so a group counts as
+moved only beyond a floor as well: in an A/A with nothing changed (H100, 2026-11-28), groups of one process pair
+moved by up to 0.9% of the row's kernel time, beyond intervals taken within each process. Names are normalised
 first: the same kernel family launched with another tile or cluster shape, or another Inductor kernel index, is
-one group whose time moved, not a kernel gone and another new.
+one group whose time moved, not a kernel gone and another new; block indices in module paths fold the same way.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_vitperf.measure.kernels import category
@@ -22,6 +25,8 @@ from pytest_vitperf.measure.kernels import category
 _WRAPPERS = re.compile(r"(?:^|::)(?:Kernel2?|device_kernel|\w*elementwise_kernel\w*)$")
 _SHAPE = re.compile(r"\d+(?:x\d+)+")  # 128x256, 64x4, 1x2x1: tiles, stages, clusters
 _INDUCTOR_INDEX = re.compile(r"^(triton_(?:poi|per|red|tem|for)_\w+?)_\d+$")
+_INDEX = re.compile(r"(?<=\.)\d+(?=\.|$)")  # blocks.3.attn: one of a stack of blocks
+NEW, GONE = "new in B", "gone in B"
 
 
 def _depth_zero(text: str, open_: str, close: str) -> tuple[str, list[str]]:
@@ -80,16 +85,12 @@ class Group:
     share: float  # of the profiled change; all groups' shares add up to 1
     low: float | None  # interval on b_ms - a_ms; None where it cannot be had (one profile a side)
     high: float | None
-    change: str = ""  # "new in B", "gone in B" or ""
+    change: str = ""  # NEW, GONE or ""
+    moved: bool = False  # its interval excludes no change, and the change reaches the diff's floor
 
     @property
     def delta_ms(self) -> float:
         return self.b_ms - self.a_ms
-
-    @property
-    def moved(self) -> bool:
-        """Its interval excludes no change."""
-        return self.low is not None and self.high is not None and (self.low > 0 or self.high < 0)
 
 
 @dataclass(frozen=True)
@@ -100,36 +101,53 @@ class KernelDiff:
     confidence: float  # each grouping's intervals hold together at this level (Bonferroni over its groups)
     by_kind: list[Group]  # kernels.category: gemm, attention, quantize, norm, elementwise, other
     by_kernel: list[Group]
+    by_module: list[Group] = field(default_factory=list)  # empty where the backend cannot say
+    floor_ms: float = 0.0  # the least change that counts as moved
 
     @property
     def delta_ms(self) -> float:
         return self.b_ms - self.a_ms
 
+    @property
+    def changed_ms(self) -> float:
+        """The change carried by kernels new in B or gone in B."""
+        return math.fsum(g.delta_ms for g in self.by_kernel if g.change)
+
     def as_dict(self) -> dict[str, Any]:
         def rows(groups: list[Group]) -> list[dict[str, Any]]:
             return [{"name": g.name, "a_ms": g.a_ms, "b_ms": g.b_ms, "delta_ms": g.delta_ms, "share": g.share,
-                     "interval_ms": None if g.low is None else [g.low, g.high], "change": g.change}
+                     "interval_ms": None if g.low is None else [g.low, g.high], "change": g.change, "moved": g.moved}
                     for g in groups]  # fmt: skip
 
         return {"a_ms": self.a_ms, "b_ms": self.b_ms, "delta_ms": self.delta_ms, "profiles": list(self.profiles),
-                "confidence": self.confidence, "by_kind": rows(self.by_kind),
-                "by_kernel": rows(self.by_kernel)}  # fmt: skip
+                "confidence": self.confidence, "floor_ms": self.floor_ms, "changed_ms": self.changed_ms,
+                "by_kind": rows(self.by_kind), "by_kernel": rows(self.by_kernel),
+                "by_module": rows(self.by_module)}  # fmt: skip
 
     def markdown(self, top: int = 8) -> list[str]:
-        """Two tables, kinds then the `top` kernels by the size of their change, for a pull-request comment."""
+        """Kinds, then the `top` kernels and modules by the size of their change, for a pull-request comment."""
         head = (f"Kernel time per inference: A {self.a_ms:.3f} ms, B {self.b_ms:.3f} ms ({self.delta_ms:+.3f} ms), "
                 f"from {self.profiles[0]} and {self.profiles[1]} profiles; intervals {self.confidence:.0%} "
-                "over each table's rows together")  # fmt: skip
-        out = [head, ""]
-        for title, groups in (("kind", self.by_kind), ("kernel", self.by_kernel[:top])):
-            out += [f"| {title} | A ms | B ms | Δ ms | share of Δ | interval | |", "|---|---|---|---|---|---|---|"]
+                f"over each table's rows together; a group moved when beyond its interval and {self.floor_ms:.4f} ms")
+        out = [head]
+        whole = abs(self.delta_ms) >= self.floor_ms  # below the floor, shares of the change say nothing
+        if whole and any(g.change for g in self.by_kernel):
+            out.append(f"Kernels new in B or gone in B: {self.changed_ms:+.3f} ms, "
+                       f"{self.changed_ms / self.delta_ms:.0%} of the change")  # fmt: skip
+        tables = [("kind", self.by_kind), ("kernel", self.by_kernel[:top])]
+        tables += [("module", self.by_module[:top])] if self.by_module else []
+        for title, groups in tables:
+            out += ["", f"| {title} | A ms | B ms | Δ ms | share of Δ | interval | |", "|---|---|---|---|---|---|---|"]
             for g in groups:
                 interval = "cannot: one profile a side" if g.low is None else f"[{g.low:+.4f}, {g.high:+.4f}]"
                 flag = " ".join(x for x in (g.change, "moved" if g.moved else "") if x)
-                out.append(f"| `{g.name}` | {g.a_ms:.4f} | {g.b_ms:.4f} | {g.delta_ms:+.4f} | {g.share:.0%} | "
+                share = f"{g.share:.0%}" if whole else "-"
+                out.append(f"| `{g.name}` | {g.a_ms:.4f} | {g.b_ms:.4f} | {g.delta_ms:+.4f} | {share} | "
                            f"{interval} | {flag} |")  # fmt: skip
-            out.append("")
-        return out[:-1]
+        if not self.by_module:
+            out += ["", "By module: not in this backend's profile (a compiled torch engine's kernels are fused "
+                        "across modules; --vitperf-compile off profiles an eager one by module)"]  # fmt: skip
+        return out
 
 
 def _interval(a: list[float], b: list[float], confidence: float) -> tuple[float | None, float | None]:
@@ -150,9 +168,9 @@ def _mean_total(profiles: Sequence[dict[str, float]]) -> float:
 
 
 def _groups(a: Sequence[dict[str, float]], b: Sequence[dict[str, float]], key: Callable[[str], str],
-            total: float, confidence: float) -> list[Group]:  # fmt: skip
-    """The profiles' kernels grouped by `key`; `total` is the whole change, which the groups' shares divide."""
-    keys = {name: key(name) for p in [*a, *b] for name in p}  # a kernel name is parsed once
+            total: float, confidence: float, floor: float) -> list[Group]:  # fmt: skip
+    """The profiles' entries grouped by `key`; `total` is the whole change, which the groups' shares divide."""
+    keys = {name: key(name) for p in [*a, *b] for name in p}  # a name is parsed once
 
     def grouped(profiles: Sequence[dict[str, float]]) -> list[dict[str, float]]:
         out = []
@@ -170,17 +188,28 @@ def _groups(a: Sequence[dict[str, float]], b: Sequence[dict[str, float]], key: C
     for n in names:
         xa, xb = [p.get(n, 0.0) for p in ga], [p.get(n, 0.0) for p in gb]
         a_ms, b_ms = math.fsum(xa) / len(xa), math.fsum(xb) / len(xb)
-        change = "new in B" if not any(xa) else "gone in B" if not any(xb) else ""
+        change = NEW if not any(xa) else GONE if not any(xb) else ""
         low, high = _interval(xa, xb, level)
-        rows.append(Group(n, a_ms, b_ms, (b_ms - a_ms) / total if total else 0.0, low, high, change))
+        moved = low is not None and high is not None and (low > 0 or high < 0) and abs(b_ms - a_ms) >= floor
+        rows.append(Group(n, a_ms, b_ms, (b_ms - a_ms) / total if total else 0.0, low, high, change, moved))
     return sorted(rows, key=lambda g: (-abs(g.delta_ms), g.name))
 
 
-def diff(a: Sequence[dict[str, float]], b: Sequence[dict[str, float]], confidence: float = 0.95) -> KernelDiff:
-    """Side A's and side B's profiles (ms per inference by kernel name, one dict a profile), compared."""
+def module_key(path: str) -> str:
+    """A module path with its block indices folded: blocks.3.attn.qkv reads blocks.*.attn.qkv."""
+    return _INDEX.sub("*", path)
+
+
+def diff(a: Sequence[dict[str, float]], b: Sequence[dict[str, float]], confidence: float = 0.95,
+         floor: float = 0.0, a_modules: Sequence[dict[str, float]] = (),
+         b_modules: Sequence[dict[str, float]] = ()) -> KernelDiff:  # fmt: skip
+    """Side A's and side B's profiles (ms per inference by kernel name, one dict a profile), compared; `floor` is the
+    least change, as a share of A's kernel time, that counts as moved; with both sides' module profiles, by module
+    too."""
     if not a or not b:
         raise ValueError("a kernel difference needs at least one profile a side")
     a_ms, b_ms = _mean_total(a), _mean_total(b)
-    by_kind = _groups(a, b, category, b_ms - a_ms, confidence)
-    by_kernel = _groups(a, b, normalise, b_ms - a_ms, confidence)
-    return KernelDiff(a_ms, b_ms, (len(a), len(b)), confidence, by_kind, by_kernel)
+    args = (b_ms - a_ms, confidence, floor * a_ms)
+    modules = _groups(a_modules, b_modules, module_key, *args) if a_modules and b_modules else []
+    return KernelDiff(a_ms, b_ms, (len(a), len(b)), confidence, _groups(a, b, category, *args),
+                      _groups(a, b, normalise, *args), modules, floor * a_ms)  # fmt: skip

@@ -10,9 +10,10 @@ the model without CUDA graph replay, so kernels are visible one by one.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -30,6 +31,8 @@ CATEGORIES: tuple[tuple[str, str], ...] = (
 
 
 PROFILES = 5  # repeats of a profile: the spread that kernel_diff's intervals take
+MODULE_LABEL = "vitperf.module::"  # the profiler range around each module's forward (labelled_modules)
+OUTSIDE = "(outside any module)"  # time of kernels launched outside every labelled module
 
 
 def category(name: str) -> str:
@@ -47,6 +50,8 @@ class Breakdown:
     top: list[tuple[str, float]] = field(default_factory=list)  # (kernel, ms per inference), slowest first
     device: str = "cuda"
     profiles: list[dict[str, float]] = field(default_factory=list)  # each repeat's ms per kernel (kernel_diff)
+    # Each repeat's ms per module (or TensorRT layer's module), where the backend can say which launched what.
+    modules: list[dict[str, float]] = field(default_factory=list)
 
     def line(self) -> str:
         total = self.per_run_ms or 1.0
@@ -57,13 +62,14 @@ class Breakdown:
 
     def as_dict(self) -> dict[str, Any]:
         return {"per_run_ms": self.per_run_ms, "by_category": self.by_category, "top": self.top, "device": self.device,
-                "profiles": self.profiles}  # fmt: skip
+                "profiles": self.profiles, "modules": self.modules}  # fmt: skip
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Breakdown:
         top = [(str(name), float(ms)) for name, ms in d.get("top", [])]
         profiles = [{str(k): float(v) for k, v in p.items()} for p in d.get("profiles", [])]
-        return cls(float(d["per_run_ms"]), dict(d["by_category"]), top, str(d.get("device", "cuda")), profiles)
+        modules = [{str(k): float(v) for k, v in p.items()} for p in d.get("modules", [])]
+        return cls(float(d["per_run_ms"]), dict(d["by_category"]), top, str(d.get("device", "cuda")), profiles, modules)
 
 
 def breakdown(times_ms: dict[str, float], runs: int, device: str = "cuda", top: int = 5) -> Breakdown:
@@ -80,26 +86,40 @@ def breakdown(times_ms: dict[str, float], runs: int, device: str = "cuda", top: 
     )
 
 
-def kernel_times(run: Callable[[], Any], stream: Any = None, runs: int = 10) -> dict[str, float]:
-    """Milliseconds per call of `run` in each kernel (on `stream`, a GPU) or each op's self time (no stream, a CPU:
-    aten ops and the project's own labelled regions, such as an injected delay), by the profiler's name."""
+def _profiled(run: Callable[[], Any], stream: Any, runs: int, ops: bool = False) -> Any:
+    """The torch profiler's record of `runs` calls of `run`: on `stream`, a GPU's kernels (with `ops`, the host's
+    ops and ranges too, which say what launched each kernel); else a CPU's ops."""
     import torch
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as torch_profile
 
-    cuda = stream is not None
-    activities = [ProfilerActivity.CUDA] if cuda else [ProfilerActivity.CPU]
+    activities = [ProfilerActivity.CPU] if stream is None or ops else []
+    activities += [ProfilerActivity.CUDA] if stream is not None else []
     with torch.inference_mode():
         run()  # anything lazy happens before the profiled runs
         with torch_profile(activities=activities) as prof:
-            if cuda:
-                with torch.cuda.stream(stream):
-                    for _ in range(runs):
-                        run()
-                stream.synchronize()
-            else:
+            with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
                 for _ in range(runs):
                     run()
+            if stream is not None:
+                stream.synchronize()
+    return prof
+
+
+def _own_ms(event: Any, cuda: bool) -> float:
+    """Milliseconds that one profiled event stands for itself: a GPU's kernels it launched, or an aten op's (or the
+    project's labelled region's) self time on a CPU."""
+    if cuda:
+        return math.fsum(float(k.duration) for k in getattr(event, "kernels", [])) / 1000.0
+    if event.name.startswith(("aten::", "vitperf::")):
+        return float(event.self_cpu_time_total) / 1000.0
+    return 0.0
+
+
+def _times(prof: Any, cuda: bool, runs: int) -> dict[str, float]:
+    """Milliseconds per call in each kernel (GPU) or each op's self time (CPU), by the profiler's name."""
+    import torch
+
     times: dict[str, float] = {}
     for e in prof.key_averages():
         if cuda:
@@ -115,6 +135,61 @@ def kernel_times(run: Callable[[], Any], stream: Any = None, runs: int = 10) -> 
     return times
 
 
+def _module_times(prof: Any, cuda: bool, runs: int) -> dict[str, float]:
+    """Milliseconds per call by the innermost labelled module whose forward launched the kernel (or ran the op)."""
+    times: dict[str, float] = {}
+    for e in prof.events():
+        ms = _own_ms(e, cuda)
+        if ms <= 0:
+            continue
+        owner, parent = OUTSIDE, e
+        while parent is not None:
+            if parent.name.startswith(MODULE_LABEL):
+                owner = parent.name.removeprefix(MODULE_LABEL)
+                break
+            if parent.name.startswith("vitperf::"):  # a labelled region of the project's own (an injected delay)
+                owner = parent.name
+                break
+            parent = parent.cpu_parent
+        times[owner] = times.get(owner, 0.0) + ms / runs
+    return times
+
+
+def kernel_times(run: Callable[[], Any], stream: Any = None, runs: int = 10) -> dict[str, float]:
+    """Milliseconds per call of `run` in each kernel (on `stream`, a GPU) or each op's self time (no stream, a CPU:
+    aten ops and the project's own labelled regions, such as an injected delay), by the profiler's name."""
+    return _times(_profiled(run, stream, runs), stream is not None, runs)
+
+
+@contextlib.contextmanager
+def labelled_modules(model: Any) -> Iterator[None]:
+    """Each submodule's forward inside a profiler range named after its path (`blocks.0.attn.qkv`), so that a
+    profile can say which module launched each kernel. Only for a model that runs eagerly: a compiled one has fused
+    kernels across modules, and a range in its forward would change what it compiles."""
+    from torch.autograd.profiler import record_function
+
+    open_: list[Any] = []
+
+    def enter(name: str) -> Callable[..., None]:
+        def pre(module: Any, args: Any) -> None:
+            open_.append(record_function(MODULE_LABEL + name).__enter__())
+
+        return pre
+
+    def leave(module: Any, args: Any, out: Any) -> None:
+        open_.pop().__exit__(None, None, None)
+
+    handles = []
+    for name, module in model.named_modules():
+        if name:
+            handles += [module.register_forward_pre_hook(enter(name)), module.register_forward_hook(leave)]
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+
+
 def of_profiles(profiles: list[dict[str, float]], device: str, top: int = 5) -> Breakdown:
     """The breakdown of the mean of several profiles (ms per inference by kernel), which it keeps."""
     names = {n for p in profiles for n in p}
@@ -123,11 +198,20 @@ def of_profiles(profiles: list[dict[str, float]], device: str, top: int = 5) -> 
 
 
 def profile(
-    model: Any, inputs: Any, stream: Any = None, runs: int = 10, top: int = 5, repeats: int = PROFILES
-) -> Breakdown:
-    """Profile `repeats` times `runs` forward passes of `model` (on `stream` when given) and group the time."""
-    profiles = [kernel_times(lambda: model(inputs), stream, runs) for _ in range(repeats)]
-    return of_profiles(profiles, "cpu" if stream is None else "cuda", top)
+    model: Any, inputs: Any, stream: Any = None, runs: int = 10, top: int = 5, repeats: int = PROFILES,
+    modules: bool = False,
+) -> Breakdown:  # fmt: skip
+    """Profile `repeats` times `runs` forward passes of `model` (on `stream` when given) and group the time; with
+    `modules` (an eager model), each profile's time by module too."""
+    cuda = stream is not None
+    profiles, by_module = [], []
+    with labelled_modules(model) if modules else contextlib.nullcontext():
+        for _ in range(repeats):
+            prof = _profiled(lambda: model(inputs), stream, runs, ops=modules)
+            profiles.append(_times(prof, cuda, runs))
+            if modules:
+                by_module.append(_module_times(prof, cuda, runs))
+    return replace(of_profiles(profiles, "cuda" if cuda else "cpu", top), modules=by_module)
 
 
 def amdahl_ceiling(fraction: float, speedup: float) -> float:

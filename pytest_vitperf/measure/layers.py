@@ -194,3 +194,34 @@ def summary(layers: list[Layer], times: list[LayerTime] | None = None, top: int 
             what = f"{layer.precision or '?'} {layer.kind}" if layer else "?"
             lines.append(f"  {t.ms:8.4f} ms  {what:<28} {t.name[:90]}")
     return "\n".join(lines)
+
+
+def module_of(layer: str) -> str:
+    """The module a TensorRT layer comes from, by the ONNX node name it carries: `/blocks/blocks.0/attn/qkv/MatMul`
+    (or a fusion that starts with it, `... + /blocks/blocks.0/attn/Reshape`) reads `blocks.0.attn.qkv`. A Myelin
+    region over several modules (`{ForeignNode[/blocks/blocks.0/norm1/ReduceMean.../head/Gemm]}`) reads as its
+    first and last module; a layer TensorRT made itself (a reformat) comes from none."""
+    from pytest_vitperf.measure.kernels import OUTSIDE
+
+    first = layer.split(" + ", 1)[0].strip()
+    if first.startswith("{ForeignNode[") and "..." in first:
+        start, end = first.removeprefix("{ForeignNode[").removesuffix("]}").split("...", 1)
+        return f"{module_of(start)} ... {module_of(end.lstrip('('))}"
+    parts = [c for c in first.split("/") if c]
+    if not first.startswith("/") or len(parts) < 2:
+        return OUTSIDE
+    path: list[str] = []
+    for c in parts[:-1]:  # the last is the ONNX op
+        if path and c.startswith(path[-1] + "."):  # the exporter's scope repeats its parent: blocks, blocks.0
+            path[-1] = c
+        else:
+            path.append(c)
+    return ".".join(path)
+
+
+def by_module(layer_ms: dict[str, float]) -> dict[str, float]:
+    """Milliseconds by module, from milliseconds by TensorRT layer."""
+    out: dict[str, float] = {}
+    for name, ms in layer_ms.items():
+        out[module_of(name)] = out.get(module_of(name), 0.0) + ms
+    return out

@@ -143,11 +143,15 @@ class TrtEngine:
         }
 
     def kernel_breakdown(self) -> Breakdown:
-        """IProfiler layer times grouped like kernels (TensorRT layer names carry MatMul, Softmax, Quantize...)."""
-        from pytest_vitperf.measure.kernels import breakdown
+        """IProfiler layer times grouped like kernels (TensorRT layer names carry MatMul, Softmax, Quantize...),
+        repeated for kernel_diff's intervals, and summed by the module each layer's ONNX name comes from."""
+        from dataclasses import replace
 
-        runs = 50
-        return breakdown({t.name: t.ms * runs for t in self.layer_times(runs)}, runs)
+        from pytest_vitperf.measure.kernels import PROFILES, of_profiles
+        from pytest_vitperf.measure.layers import by_module
+
+        profiles = [{t.name: t.ms for t in self.layer_times(50)} for _ in range(PROFILES)]
+        return replace(of_profiles(profiles, "cuda"), modules=[by_module(p) for p in profiles])
 
     def layers(self) -> list[Layer]:
         """Per-layer precision and tactic from the engine inspector (detailed with DETAILED profiling)."""

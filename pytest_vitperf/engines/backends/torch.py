@@ -105,7 +105,8 @@ class TorchEngine:
     def kernel_breakdown(self) -> Breakdown:
         from pytest_vitperf.measure.kernels import profile
 
-        return profile(self.model, self.inputs, self.stream)
+        # Module times only where the model runs eagerly: Inductor's kernels are fused across modules.
+        return profile(self.model, self.inputs, self.stream, modules=self.info.get("compile") == "off")
 
 
 def _recompile_budget() -> contextlib.AbstractContextManager[object]:
