@@ -126,6 +126,8 @@ def _times(prof: Any, cuda: bool, runs: int) -> dict[str, float]:
             us = float(getattr(e, "self_device_time_total", 0.0))
             if getattr(e, "device_type", None) != torch.autograd.DeviceType.CUDA:
                 continue
+            if getattr(e, "is_user_annotation", False) or e.key.startswith(MODULE_LABEL):
+                continue  # a range's span on the GPU (a module's, with the host's ops on), not a kernel
         else:
             if not e.key.startswith(("aten::", "vitperf::")):
                 continue
