@@ -292,7 +292,7 @@ def test_the_deterministic_mode_compiles_without_timed_choices(mode: str, determ
         mp.setattr(compile_fx, "compile_fx", recording)
         engine = TorchBackend().prepare(tiny, model_name="tiny", precision="fp32", batch=2, device=CPU,
                                         settings=Settings(compile=mode))  # fmt: skip
-    assert seen and set(seen) == {(deterministic, deterministic)}
+    assert seen and seen[-1] == (deterministic, deterministic)  # torch.compile's options apply inside compile_fx
     assert (config.deterministic, config.triton.autotune_pointwise) == (False, True)
     assert engine.describe()["compile"] == mode
     torch.testing.assert_close(engine.output(), tiny.eval()(engine.inputs), rtol=1e-4, atol=1e-4)

@@ -26,7 +26,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from pytest_vitperf.cli.ab_explain import LABEL, chosen, explain
 from pytest_vitperf.core import processes
-from pytest_vitperf.engines import INDUCTOR_PART, REPRODUCIBLE_PARTS
+from pytest_vitperf.engines import INDUCTOR_PART, READY_PART, REPRODUCIBLE_PARTS
 from pytest_vitperf.options import COMPILE, WAIT_FOR
 from pytest_vitperf.options.parsers import parse_threshold
 
@@ -149,9 +149,11 @@ def _in_turn(
 
 
 def shared_parts(pytest_args: list[str]) -> tuple[str, ...]:
-    """The parts of a side's cache that its rounds borrow: what every build reproduces. Inductor's kernels are among
-    them when compiled without timed choices; TensorRT plans never are (a build times tactics)."""
-    return (*REPRODUCIBLE_PARTS, INDUCTOR_PART) if compile_mode(pytest_args) == "deterministic" else REPRODUCIBLE_PARTS
+    """The parts of a side's cache that its rounds borrow: what every build reproduces. Inductor's kernels, and the
+    ready engines made of them, are among them when compiled without timed choices; TensorRT plans never are (a build
+    times tactics)."""
+    untimed = compile_mode(pytest_args) == "deterministic"
+    return (*REPRODUCIBLE_PARTS, INDUCTOR_PART, READY_PART) if untimed else REPRODUCIBLE_PARTS
 
 
 def _own_builds(side_cache: Path, cache: Path, parts: tuple[str, ...]) -> Path:

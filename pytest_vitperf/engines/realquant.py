@@ -32,55 +32,11 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch
 
-E4M3_MAX = 448.0
-INT8_MAX = 127.0
-
-
-def _linear_base() -> type[torch.nn.Module]:
-    import torch
-
-    class QuantizedLinear(torch.nn.Module):
-        """Shared shape handling: [..., K] in, [..., N] out, one 2D GEMM."""
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            lead = x.shape[:-1]
-            return self.gemm(x.reshape(-1, x.shape[-1])).reshape(*lead, -1)
-
-        def gemm(self, x: torch.Tensor) -> torch.Tensor:  # pragma: no cover - overridden
-            raise NotImplementedError
-
-    return QuantizedLinear
-
-
 def fp8_linear(weight: torch.Tensor, bias: torch.Tensor | None, w_amax: float, x_amax: float) -> torch.nn.Module:
     """An FP8 Linear: E4M3 weight and static activation scale from Model Optimizer's per-tensor amax."""
-    import torch
+    from pytest_vitperf.engines.quant_linears import Fp8Linear
 
-    class Fp8Linear(_linear_base()):  # type: ignore[misc]
-        def __init__(self) -> None:
-            super().__init__()
-            w_scale = max(w_amax, 1e-12) / E4M3_MAX
-            x_scale = max(x_amax, 1e-12) / E4M3_MAX
-            self.out_dtype = weight.dtype
-            q = (weight.float() / w_scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
-            self.register_buffer("weight", q)  # [N, K]; `.t()` is the column-major operand _scaled_mm wants
-            self.register_buffer("bias", None if bias is None else bias.detach().to(weight.dtype))
-            self.register_buffer("w_scale", torch.tensor(w_scale, dtype=torch.float32, device=weight.device))
-            self.register_buffer("x_scale", torch.tensor(x_scale, dtype=torch.float32, device=weight.device))
-
-        def gemm(self, x: torch.Tensor) -> torch.Tensor:
-            xq = (x.float() / self.x_scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
-            return torch._scaled_mm(
-                xq,
-                self.weight.t(),
-                scale_a=self.x_scale,
-                scale_b=self.w_scale,
-                bias=self.bias,
-                out_dtype=self.out_dtype,
-                use_fast_accum=True,
-            )
-
-    return Fp8Linear()
+    return Fp8Linear(weight, bias, w_amax, x_amax)
 
 
 def int8_linear(
@@ -90,38 +46,11 @@ def int8_linear(
     x_amax: float,
     pre_scale: torch.Tensor | None = None,
 ) -> torch.nn.Module:
-    """An INT8 Linear: per-output-channel weight scales and a static per-tensor activation scale. With SmoothQuant's
-    per-input-channel `pre_scale` the activation is multiplied by it before quantizing (the weight already holds the
-    inverse): compiled, Inductor fuses that multiply into the quantize, which it fuses into the kernel that produces
-    the activation, so the pre-scale costs what folding it into the previous op would (nothing)."""
-    import torch
+    """An INT8 Linear: per-output-channel weight scales and a static per-tensor activation scale, with SmoothQuant's
+    per-input-channel `pre_scale` where the recipe has one (quant_linears.Int8Linear)."""
+    from pytest_vitperf.engines.quant_linears import Int8Linear
 
-    class Int8Linear(_linear_base()):  # type: ignore[misc]
-        def __init__(self) -> None:
-            super().__init__()
-            w_scale = w_amax.detach().float().reshape(-1).clamp_min(1e-12) / INT8_MAX  # [N]
-            x_scale = max(x_amax, 1e-12) / INT8_MAX
-            self.out_dtype = weight.dtype
-            q = torch.round(weight.float() / w_scale[:, None]).clamp(-INT8_MAX, INT8_MAX).to(torch.int8)
-            self.register_buffer("weight", q)  # [N, K]; `.t()` is the column-major operand cuBLASLt's INT8 GEMM wants
-            self.register_buffer("bias", None if bias is None else bias.detach().float())
-            self.register_buffer("out_scale", (w_scale * x_scale).to(weight.device))  # [N]
-            self.register_buffer("x_scale", torch.tensor(x_scale, dtype=torch.float32, device=weight.device))
-            pre = None if pre_scale is None else pre_scale.detach().float().reshape(-1).to(weight.device)
-            self.register_buffer("pre_scale", pre)  # [K] or None
-
-        def gemm(self, x: torch.Tensor) -> torch.Tensor:
-            xf = x.float() if self.pre_scale is None else x.float() * self.pre_scale
-            xq = torch.round(xf / self.x_scale).clamp(-INT8_MAX, INT8_MAX).to(torch.int8)
-            rows = xq.shape[0]
-            if rows <= 16:  # _int_mm wants more than 16 rows (the head at batch 1 has one): pad with zeros
-                xq = torch.nn.functional.pad(xq, (0, 0, 0, 17 - rows))
-            y = torch._int_mm(xq, self.weight.t())[:rows].float() * self.out_scale
-            if self.bias is not None:
-                y = y + self.bias
-            return y.to(self.out_dtype)
-
-    return Int8Linear()
+    return Int8Linear(weight, bias, w_amax, x_amax, pre_scale)
 
 
 @dataclass
@@ -279,8 +208,11 @@ def _to_plain_torch(model: torch.nn.Module) -> None:
 
 
 @functools.cache
-def _code_hash() -> str:
-    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+def code_hash() -> str:
+    """This module's code and its Linears': a change to either makes a kept conversion stale."""
+    h = hashlib.sha256(Path(__file__).read_bytes())
+    h.update((Path(__file__).parent / "quant_linears.py").read_bytes())
+    return h.hexdigest()[:16]
 
 
 class ConvertedCache:
@@ -299,7 +231,7 @@ class ConvertedCache:
 
         recipe = get_precision(precision).recipe
         # This file's own text and torch's version: a changed conversion must not restore an old one.
-        facts = (device, str(dtype), version_of("torch"), _code_hash())
+        facts = (device, str(dtype), version_of("torch"), code_hash())
         key = calibration_key(recipe, model, calibration_batches(model), *facts)
         self.path = root / f"{precision}-{key}.pt"
 

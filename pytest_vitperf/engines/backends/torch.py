@@ -38,9 +38,16 @@ if TYPE_CHECKING:
 # FP16, as in the FP16 reference and the TensorRT export.
 _DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "fp8": "float16", "int8": "float16"}
 _REAL_QUANT = ("fp8", "int8")
-# Inductor's own CUDA graphs would hide inside our replay; we capture the graph ourselves. `deterministic` is the
-# default mode with Inductor's timed choices turned off (see _compiling).
-_COMPILE_MODES = {"default": None, "deterministic": None, "max-autotune": "max-autotune-no-cudagraphs"}
+# torch.compile's arguments per --vitperf-compile mode. Inductor's own CUDA graphs would hide inside our replay; we
+# capture the graph ourselves. `deterministic` turns off every choice Inductor makes by timing candidates as it
+# compiles: cold compiles of one FP16 or BF16 engine at batch 1 came out up to 7.5% apart in the default mode (H200).
+# Inductor's own deterministic flag still times the configs of pointwise kernels (a 2.0% draw once, H100); without
+# that, a compile times nothing and every cold compile of an engine chooses the same kernels.
+_COMPILE_ARGS: dict[str, dict[str, Any]] = {
+    "default": {},
+    "deterministic": {"options": {"deterministic": True, "triton.autotune_pointwise": False}},
+    "max-autotune": {"mode": "max-autotune-no-cudagraphs"},
+}
 
 
 @dataclass
@@ -122,19 +129,11 @@ def _recompile_budget() -> contextlib.AbstractContextManager[object]:
 
 
 @contextlib.contextmanager
-def _compiling(settings: Settings, mode: str) -> Iterator[None]:
+def _compiling(settings: Settings) -> Iterator[None]:
     """While an engine compiles: dynamo's raised recompile limit and, with --vitperf-cache-dir, Inductor's cache
-    there (compiled kernels kept across runs instead of recompiled: minutes for max-autotune). `deterministic` turns
-    off every choice Inductor makes by timing candidates as it compiles: cold compiles of one FP16 or BF16 engine at
-    batch 1 came out up to 7.5% apart in the default mode (H200). Inductor's own deterministic flag still times the
-    configs of pointwise kernels (a 2.0% draw once, H100); without that, a compile times nothing and every cold
-    compile of an engine chooses the same kernels."""
-    import torch
-
+    there (compiled kernels kept across runs instead of recompiled: minutes for max-autotune)."""
     inductor = str(settings.cache_dir / INDUCTOR_PART) if settings.cache_dir is not None else None
-    untimed = {"deterministic": True, "triton.autotune_pointwise": False}
-    off = torch._inductor.config.patch(untimed) if mode == "deterministic" else contextlib.nullcontext()
-    with environ("TORCHINDUCTOR_CACHE_DIR", inductor), _recompile_budget(), off:
+    with environ("TORCHINDUCTOR_CACHE_DIR", inductor), _recompile_budget():
         yield
 
 
@@ -253,9 +252,14 @@ class TorchBackend:
             # once a second engine of the same code (any timm ViT) arrives with another size: in the main job the
             # accuracy suite's 32x32 ViT made every latency engine compile for symbolic batch, channels and image
             # size, so an engine's kernels depended on what the process had compiled before it.
-            model = torch.compile(model, mode=_COMPILE_MODES[compile_mode], dynamic=False)  # type: ignore[assignment]
-        # Compiling happens on the first calls below, all inside `budget`.
-        budget = _compiling(settings, compile_mode) if compile_mode != "off" else contextlib.nullcontext()
+            from pytest_vitperf.engines.ready import compiled
+
+            facts = (precision, batch, dtype, dev.type, device.name, compile_mode)
+            how = _COMPILE_ARGS[compile_mode]
+            model, made = compiled(model, x, how, settings.cache_dir, facts, _compiling(settings))
+            info.update(made)
+        # What is left to compile (a model that no ready engine could be made of) happens on the first calls below.
+        budget = _compiling(settings) if compile_mode != "off" else contextlib.nullcontext()
         if device.sm is None:
             if compile_mode != "off":
                 with budget, torch.inference_mode():

@@ -1,0 +1,95 @@
+"""Ready-to-load compiled engines (engines/ready.py): a compiled engine saved in the cache folder is loaded by a
+fresh process without Dynamo tracing the model, gives the output the compiled one gave, and names the same artifact;
+a damaged artifact is compiled again and written over; the real-quant Linears can be saved inside one."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PREPARE = """
+import json, sys, warnings
+from pathlib import Path
+import torch
+from pytest_vitperf.core.settings import Settings
+from pytest_vitperf.engines.backends.torch import TorchBackend
+from pytest_vitperf.engines.models import build_model
+from pytest_vitperf.measure.env import Device
+
+with warnings.catch_warnings(record=True) as said:
+    warnings.simplefilter("always")
+    engine = TorchBackend().prepare(build_model("vit_tiny"), model_name="vit_tiny_patch16_224", precision="fp32",
+                                    batch=2, device=Device("test CPU"), settings=Settings(compile="default",
+                                    cache_dir=Path(sys.argv[1])))
+out = engine.output()
+torch.save(out, sys.argv[2])
+graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+print(json.dumps({"info": engine.info, "graphs": graphs, "said": [str(w.message) for w in said]}))
+"""
+
+
+def _prepare(cache: Path, out: Path) -> dict[str, object]:
+    """Prepare a compiled CPU engine in a fresh process; what it says of itself."""
+    run = subprocess.run([sys.executable, "-c", PREPARE, str(cache), str(out)], capture_output=True, text=True,
+                         timeout=600, check=False)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    facts: dict[str, object] = json.loads(run.stdout.strip().splitlines()[-1])
+    return facts
+
+
+def test_a_ready_engine_loads_in_a_fresh_process_without_tracing_and_gives_the_same_output(tmp_path: Path) -> None:
+    import torch
+
+    cache = tmp_path / "cache"
+    first = _prepare(cache, tmp_path / "first.pt")
+    info = first["info"]
+    assert isinstance(info, dict) and info["ready"] == "compiled and saved", first
+    assert first["graphs"] == 1  # Dynamo traced the model once, as it compiled it
+    (saved,) = (cache / "ready").glob("*.bin")
+
+    second = _prepare(cache, tmp_path / "second.pt")
+    again = second["info"]
+    assert isinstance(again, dict) and again["ready"] == "loaded", second
+    assert second["graphs"] == 0, second  # nothing traced: the compiled graph came from the file
+    assert again["sha256"] == info["sha256"]  # the same artifact, by hash, as vitperf ab checks across rounds
+    assert torch.equal(torch.load(tmp_path / "first.pt"), torch.load(tmp_path / "second.pt"))
+
+    saved.write_bytes(saved.read_bytes()[:100])  # truncated: said once, compiled again, written over whole
+    third = _prepare(cache, tmp_path / "third.pt")
+    assert third["info"]["ready"] == "compiled and saved", third  # type: ignore[index]
+    assert any("did not load" in str(w) for w in third["said"]), third  # type: ignore[union-attr]
+    assert saved.stat().st_size > 1000
+
+
+def test_the_real_quant_linears_can_be_saved_inside_a_compiled_model(tmp_path: Path) -> None:
+    """torch.compile's serialised artifact refuses classes made inside a function; the Linears that realquant
+    makes are module-level classes so that an FP8 or INT8 engine can be saved (seen refused on an H100 before)."""
+    import torch
+
+    from pytest_vitperf.engines.quant_linears import Int8Linear
+    from pytest_vitperf.engines.ready import compiled
+
+    torch.manual_seed(0)
+    w = torch.randn(64, 32)
+    model = torch.nn.Sequential(Int8Linear(w, torch.randn(64), w.abs().amax(1, keepdim=True), 3.0), torch.nn.GELU())
+    x = torch.randn(20, 32)
+    engine, facts = compiled(model.eval(), x, {}, tmp_path, ("int8", 20), torch.no_grad())
+    assert facts["ready"] == "compiled and saved", facts
+    with torch.inference_mode():
+        y = engine(x)
+    loaded, again = compiled(model, x, {}, tmp_path, ("int8", 20), torch.no_grad())
+    assert again["ready"] == "loaded" and again["sha256"] == facts["sha256"], again
+    with torch.inference_mode():
+        assert torch.equal(loaded(x), y)
+
+
+@pytest.mark.parametrize("part", ["inductor", "ready"])
+def test_vitperf_ab_rounds_borrow_compiled_engines_only_where_compiles_make_no_timed_choice(part: str) -> None:
+    from pytest_vitperf.cli.ab import shared_parts
+
+    assert part in shared_parts([])  # the sides compile deterministically unless told otherwise
+    assert part not in shared_parts(["--vitperf-compile=default"])
