@@ -277,7 +277,7 @@ def test_a_rounds_process_borrows_only_what_every_build_reproduces(tmp_path: Pat
     (side / "converted").mkdir()
     (side / "converted" / "fp8-k.pt").write_bytes(b"x")
     timed = shared_parts(["suites/", "--vitperf-compile=default"])
-    assert timed == REPRODUCIBLE_PARTS and shared_parts(["suites/"]) == (*REPRODUCIBLE_PARTS, "inductor")
+    assert timed == REPRODUCIBLE_PARTS and shared_parts(["suites/"]) == (*REPRODUCIBLE_PARTS, "inductor", "ready")
     own = _own_builds(side, tmp_path / "cache-A-round0", timed)
     assert sorted(p.name for p in own.iterdir()) == sorted(REPRODUCIBLE_PARTS)
     assert all((own / p).is_symlink() for p in REPRODUCIBLE_PARTS) and not (own / "inductor").exists()

@@ -47,20 +47,20 @@ def test_a_ready_engine_loads_in_a_fresh_process_without_tracing_and_gives_the_s
     cache = tmp_path / "cache"
     first = _prepare(cache, tmp_path / "first.pt")
     info = first["info"]
-    assert isinstance(info, dict) and info["ready"] == "compiled and saved", first
+    assert isinstance(info, dict) and info["ready"]["how"] == "compiled and saved", first
     assert first["graphs"] == 1  # Dynamo traced the model once, as it compiled it
     (saved,) = (cache / "ready").glob("*.bin")
 
     second = _prepare(cache, tmp_path / "second.pt")
     again = second["info"]
-    assert isinstance(again, dict) and again["ready"] == "loaded", second
+    assert isinstance(again, dict) and again["ready"]["how"] == "loaded", second
     assert second["graphs"] == 0, second  # nothing traced: the compiled graph came from the file
-    assert again["sha256"] == info["sha256"]  # the same artifact, by hash, as vitperf ab checks across rounds
+    assert again["ready"]["sha256"] == info["ready"]["sha256"]  # the same artifact: vitperf ab checks its rounds so
     assert torch.equal(torch.load(tmp_path / "first.pt"), torch.load(tmp_path / "second.pt"))
 
     saved.write_bytes(saved.read_bytes()[:100])  # truncated: said once, compiled again, written over whole
     third = _prepare(cache, tmp_path / "third.pt")
-    assert third["info"]["ready"] == "compiled and saved", third  # type: ignore[index]
+    assert third["info"]["ready"]["how"] == "compiled and saved", third  # type: ignore[index]
     assert any("did not load" in str(w) for w in third["said"]), third  # type: ignore[union-attr]
     assert saved.stat().st_size > 1000
 
@@ -78,11 +78,11 @@ def test_the_real_quant_linears_can_be_saved_inside_a_compiled_model(tmp_path: P
     model = torch.nn.Sequential(Int8Linear(w, torch.randn(64), w.abs().amax(1, keepdim=True), 3.0), torch.nn.GELU())
     x = torch.randn(20, 32)
     engine, facts = compiled(model.eval(), x, {}, tmp_path, ("int8", 20), torch.no_grad())
-    assert facts["ready"] == "compiled and saved", facts
+    assert facts["ready"]["how"] == "compiled and saved", facts
     with torch.inference_mode():
         y = engine(x)
     loaded, again = compiled(model, x, {}, tmp_path, ("int8", 20), torch.no_grad())
-    assert again["ready"] == "loaded" and again["sha256"] == facts["sha256"], again
+    assert again["ready"]["how"] == "loaded" and again["ready"]["sha256"] == facts["ready"]["sha256"], again
     with torch.inference_mode():
         assert torch.equal(loaded(x), y)
 
@@ -93,3 +93,28 @@ def test_vitperf_ab_rounds_borrow_compiled_engines_only_where_compiles_make_no_t
 
     assert part in shared_parts([])  # the sides compile deterministically unless told otherwise
     assert part not in shared_parts(["--vitperf-compile=default"])
+
+
+def _round(src: Path, dst: Path, hashes: dict[str, str]) -> None:
+    """A stored H100 process's --benchmark-json, its engines saying which ready engine they ran."""
+    doc = json.loads(src.read_text())
+    for b in doc["benchmarks"]:
+        b.setdefault("options", {})["ready"] = {"how": "loaded", "sha256": hashes[b["params"]["precision"]]}
+    dst.write_text(json.dumps(doc))
+
+
+def test_vitperf_ab_says_whether_every_round_of_a_side_ran_the_one_build(tmp_path: Path) -> None:
+    from pytest_vitperf.cli.ab_report import ready_engines, ready_line
+
+    src = Path(__file__).parent / "data" / "h100-vit_base-rounds-benchmark.json"
+    same = {"fp16": "aa01", "bf16": "bb01", "fp8": "cc01", "int8": "dd01"}
+    for i in range(2):
+        for side in "AB":
+            _round(src, tmp_path / f"round{i}-{side}.json", same)
+    found = ready_engines(tmp_path)
+    assert found["A"]["vit_base_patch16_224 fp8 b64"] == ["cc01"] and set(found) == {"A", "B"}
+    assert ready_line(found) == ["", "Ready engines: every round of a side ran its side's one build of each of 8 rows"]
+    _round(src, tmp_path / "round1-B.json", {**same, "fp8": "cc02"})  # another build of FP8 on side B
+    line = ready_line(ready_engines(tmp_path))[1]
+    assert "vit_base_patch16_224 fp8 b1 on side B (2 builds)" in line and "side A" not in line
+    assert ready_line({}) == []  # no round ran a ready engine: nothing said

@@ -78,7 +78,7 @@ def compiled(
             data = engine._save_aot_compiled_module()
     except Exception as exc:  # a model with a graph break, or a torch without the precompile: the usual compile
         _say(f"no ready engine for {type(model).__name__} ({_reason(exc)}); compiled the usual way")
-        return torch.compile(model, dynamic=False, **how), {"ready": "not made", "why": _reason(exc)}
+        return torch.compile(model, dynamic=False, **how), {"ready": {"how": "not made", "why": _reason(exc)}}
     if path is not None:
         from pytest_vitperf.core.files import write_atomic
 
@@ -103,7 +103,7 @@ def _unchecked(engine: Any, model: torch.nn.Module) -> Any:
 
 def _facts(how: str, data: bytes, start: float) -> dict[str, Any]:
     seconds = round(time.perf_counter() - start, 3)
-    return {"ready": how, "sha256": hashlib.sha256(data).hexdigest()[:16], "seconds": seconds}
+    return {"ready": {"how": how, "sha256": hashlib.sha256(data).hexdigest()[:16], "seconds": seconds}}
 
 
 def _reason(exc: BaseException) -> str:
