@@ -10,6 +10,7 @@ import functools
 import itertools
 import time
 from collections.abc import Callable
+from dataclasses import asdict
 from typing import Any, cast
 
 import pytest
@@ -363,4 +364,5 @@ def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: di
         "backend": backend.name,
         "backend_version": backend.version(),
         "versions": software_versions(),
+        "process": asdict(session.worker_record("this process")),  # where its time went: vitperf ab's time line
     }

@@ -439,3 +439,28 @@ def test_vitperf_ab_says_which_side_failed_and_refuses_too_few_rounds(
     assert "side A's prepare process exited 0 and wrote no measurements" in err and str(work / "prepare-A.log") in err
     assert err.rstrip().endswith(f"then run again: vitperf ab --a {sys.executable} --b {sys.executable} --rounds 4 "
                                  f"--work-dir {work} -- test_none.py")
+
+
+def test_the_time_line_gives_the_median_round_process_of_each_side(tmp_path: Path) -> None:
+    """Each round's process records where its time went in its JSON; the summary gives each side's medians (issue
+    57: a round measured 4 s of its 51-63 s). The rounds are a stored H100 process's JSON with records added."""
+    from dataclasses import asdict
+
+    from pytest_vitperf.cli.ab_report import round_time, time_lines
+    from pytest_vitperf.workers import WorkerRecord
+
+    stored = json.loads((Path(__file__).parent / "data" / "h100-vit_base-rounds-benchmark.json").read_text())
+    for i, (prepare, wall) in enumerate([(25.0, 51.0), (33.0, 63.0), (28.0, 55.0)]):
+        for side in "AB":
+            startup = {"device": 9.0, "vit_base_patch16_224": 1.0}
+            record = WorkerRecord("this process", 0, "GPU-x", startup, prepare, ["fp8 b64"], engines=8, measure_s=4.0,
+                                  timed_s=3.0, wall_s=wall, waited_s=7.0)  # fmt: skip
+            doc = {**stored, "machine_info": {"vitperf": {"process": asdict(record)}}}
+            (tmp_path / f"round{i}-{side}.json").write_text(json.dumps(doc))
+    (tmp_path / "prepare-A.json").write_text(json.dumps(stored))  # no record, and not a round: left out
+    times = round_time(tmp_path)
+    assert set(times) == {"A", "B"} and times["A"].prepare_s == 28.0 and times["A"].wall_s == 55.0
+    line = time_lines(times)[1]
+    assert line.startswith("Round process, side A (median of 3 rounds): 55 s since the plugin started: 10 s start-up")
+    assert "28 s preparing 8 engine(s) (3.5 s each), 4 s measuring (3 s timed" in line
+    assert round_time(tmp_path / "nothing") == {}

@@ -217,6 +217,9 @@ def test_vitperf_ab_explain_finds_the_slept_time_in_b(
     md = (pytester.path / "ab.md").read_text()
     assert "### Where the time went" in md and "#### test_vit fp32 b1" in md and "`vitperf::model_sleep`" in md
     assert row["by_module"][0]["name"] == "vitperf::model_sleep" and "| module |" in md  # an eager engine says
+    # where each side's round processes spent their time, from their own records
+    assert "Round process, side B (median of 3 rounds): " in md and " s preparing 1 engine(s)" in md
+    assert json.loads(out.read_text())["round_time"]["A"]["engines"] == 1
     # the profile processes are not rounds: the rounds' files are as without --explain, and theirs are apart
     assert sorted(p.name for p in work.glob("round*.json")) == [f"round{i}-{s}.json" for i in range(3) for s in "AB"]
     assert {p.name for p in work.glob("explain-*.json")} == {"explain-A.json", "explain-B.json"}

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -13,6 +15,7 @@ from pytest_vitperf.engines import INDUCTOR_PART, READY_PART
 
 if TYPE_CHECKING:
     from pytest_vitperf.verdicts.ab import Row
+    from pytest_vitperf.workers import WorkerRecord
 
 
 def _builds(args: argparse.Namespace) -> str:
@@ -56,6 +59,41 @@ def ready_line(ready: dict[str, dict[str, list[str]]]) -> list[str]:
     return ["", f"Ready engines: every round of a side ran its side's one build of each of {len(rows)} rows"]
 
 
+def round_time(work: Path) -> dict[str, WorkerRecord]:
+    """Per side, where a round's process spent its time: each field the median over the side's rounds, as the
+    processes recorded it in their JSON (the plugin's own clock, from its start)."""
+    from pytest_vitperf.core.files import read_json
+    from pytest_vitperf.measure.measurement import BenchmarkJsonError
+    from pytest_vitperf.workers import WorkerRecord
+
+    records: dict[str, list[WorkerRecord]] = {}
+    for path in sorted(work.rglob("round*-[AB].json")):
+        try:
+            process = read_json(path, BenchmarkJsonError)["machine_info"]["vitperf"]["process"]
+            records.setdefault(path.stem[-1], []).append(WorkerRecord(**process))
+        except (BenchmarkJsonError, KeyError, TypeError):
+            continue  # an older plugin's JSON, or a process that wrote none: no time to tell
+
+    def median(rs: list[WorkerRecord]) -> WorkerRecord:
+        def mid(values: list[float]) -> float:
+            return float(statistics.median(values))
+
+        startup = {k: mid([r.startup_s.get(k, 0.0) for r in rs]) for k in {k for r in rs for k in r.startup_s}}
+        return replace(rs[0], worker=f"median of {len(rs)}", startup_s=startup, measured=[],
+                       engines=round(mid([r.engines for r in rs])), prepare_s=mid([r.prepare_s for r in rs]),
+                       measure_s=mid([r.measure_s for r in rs]), timed_s=mid([r.timed_s for r in rs]),
+                       wall_s=mid([r.wall_s for r in rs]), waited_s=mid([r.waited_s for r in rs]))  # fmt: skip
+
+    return {side: median(rs) for side, rs in sorted(records.items())}
+
+
+def time_lines(times: dict[str, WorkerRecord]) -> list[str]:
+    """The time line of each side's round processes, under the table."""
+    from pytest_vitperf.workers import time_account
+
+    return ["", *(f"Round process, side {side} ({w.worker} rounds): {time_account(w)}" for side, w in times.items())]
+
+
 def report(rows: list[Row], device: str, rounds: int, looks: int, work: Path, args: argparse.Namespace,
            explained: dict[str, Any] | None = None) -> int:  # fmt: skip
     """The table (and --explain's findings) on stdout, --markdown, --json and --export written; the exit code of
@@ -68,14 +106,16 @@ def report(rows: list[Row], device: str, rounds: int, looks: int, work: Path, ar
     facts = {"a": args.a, "b": args.b, "device": device, "threshold": args.threshold, "confidence": args.confidence,
              "rounds": rounds, "looks": looks, "compile": compile_mode(args.pytest_args),
              "builds": _builds(args)}  # fmt: skip
-    ready = ready_engines(work)
-    lines = markdown(rows, facts) + ready_line(ready) + (["", *explanations(explained)] if explained else [])
+    ready, times = ready_engines(work), round_time(work)
+    lines = markdown(rows, facts) + ready_line(ready) + (time_lines(times) if times else [])
+    lines += ["", *explanations(explained)] if explained else []
     print("\n".join(lines))
     code = exit_code(rows)
     why = {"explain": as_json(explained)} if explained else {}
     outputs = {args.markdown: "\n".join(lines) + "\n",
                args.json: json.dumps({**facts, "work_dir": str(work), "exit": code,
-                                      "rows": [r.to_dict() for r in rows], "ready_engines": ready, **why},
+                                      "rows": [r.to_dict() for r in rows], "ready_engines": ready,
+                                      "round_time": {side: asdict(w) for side, w in times.items()}, **why},
                                      indent=1),
                args.export: json.dumps(github_action_benchmark(rows), indent=1)}  # fmt: skip
     for path, text in outputs.items():
