@@ -64,6 +64,8 @@ def compiled(
             engine = _fresh(model, how)
             engine._load_aot_compiled_module(data)
             return _unchecked(engine, model), _facts("loaded", data, start)
+        except torch.cuda.OutOfMemoryError:
+            raise  # the backend says it in one line; compiling instead would only run out again
         except Exception as exc:  # an artifact of another torch, or truncated: compiled again and written over
             _say(f"the ready engine {path.name} did not load ({_reason(exc)}); compiling it again")
     try:
@@ -76,6 +78,8 @@ def compiled(
             engine = _fresh(model, how)
             engine._aot_compile([ModelInput((x,), {}, [torch.inference_mode()])])
             data = engine._save_aot_compiled_module()
+    except torch.cuda.OutOfMemoryError:
+        raise
     except Exception as exc:  # a model with a graph break, or a torch without the precompile: the usual compile
         _say(f"no ready engine for {type(model).__name__} ({_reason(exc)}); compiled the usual way")
         return torch.compile(model, dynamic=False, **how), {"ready": {"how": "not made", "why": _reason(exc)}}
