@@ -28,13 +28,18 @@ def _builds(args: argparse.Namespace) -> str:
     return "each process"
 
 
+def _rounds(work: Path) -> list[tuple[str, Path]]:
+    """Each round process's JSON and its side; with --gpus, each GPU's rounds are in a folder of their own."""
+    return [(path.stem[-1], path) for path in sorted(work.rglob("round*-[AB].json"))]
+
+
 def ready_engines(work: Path) -> dict[str, dict[str, list[str]]]:
     """Per side and row, the ready engines (engines/ready.py) its round processes ran, by hash: one a row when every
     round loaded what the side's prepare built."""
     from pytest_vitperf.measure.measurement import BenchmarkJsonError, read_benchmark_json
 
     seen: dict[str, dict[str, set[str]]] = {}
-    for path in sorted(work.rglob("round*-[AB].json")):  # with --gpus, each GPU's rounds in a folder of its own
+    for side, path in _rounds(work):
         try:
             measured = read_benchmark_json(path)
         except BenchmarkJsonError:
@@ -43,7 +48,7 @@ def ready_engines(work: Path) -> dict[str, dict[str, list[str]]]:
             ready = m.spec.options.get("ready")
             if isinstance(ready, dict) and ready.get("sha256"):
                 row = f"{m.spec.model} {m.spec.precision} b{m.spec.batch}"
-                seen.setdefault(path.stem[-1], {}).setdefault(row, set()).add(str(ready["sha256"]))
+                seen.setdefault(side, {}).setdefault(row, set()).add(str(ready["sha256"]))
     return {side: {row: sorted(h) for row, h in rows.items()} for side, rows in seen.items()}
 
 
@@ -67,10 +72,10 @@ def round_time(work: Path) -> dict[str, WorkerRecord]:
     from pytest_vitperf.workers import WorkerRecord
 
     records: dict[str, list[WorkerRecord]] = {}
-    for path in sorted(work.rglob("round*-[AB].json")):
+    for side, path in _rounds(work):
         try:
             process = read_json(path, BenchmarkJsonError)["machine_info"]["vitperf"]["process"]
-            records.setdefault(path.stem[-1], []).append(WorkerRecord(**process))
+            records.setdefault(side, []).append(WorkerRecord(**process))
         except (BenchmarkJsonError, KeyError, TypeError):
             continue  # an older plugin's JSON, or a process that wrote none: no time to tell
 

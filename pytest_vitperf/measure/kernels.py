@@ -33,6 +33,8 @@ CATEGORIES: tuple[tuple[str, str], ...] = (
 PROFILES = 5  # repeats of a profile: the spread that kernel_diff's intervals take
 MODULE_LABEL = "vitperf.module::"  # the profiler range around each module's forward (labelled_modules)
 OUTSIDE = "(outside any module)"  # time of kernels launched outside every labelled module
+OWN = "vitperf::"  # the project's own labelled regions (an injected delay on a CPU)
+HOST_OPS = ("aten::", OWN)  # what a CPU profile counts: aten ops' and the project's regions' self time
 
 
 def category(name: str) -> str:
@@ -111,7 +113,7 @@ def _own_ms(event: Any, cuda: bool) -> float:
     project's labelled region's) self time on a CPU."""
     if cuda:
         return math.fsum(float(k.duration) for k in getattr(event, "kernels", [])) / 1000.0
-    if event.name.startswith(("aten::", "vitperf::")):
+    if event.name.startswith(HOST_OPS):
         return float(event.self_cpu_time_total) / 1000.0
     return 0.0
 
@@ -129,7 +131,7 @@ def _times(prof: Any, cuda: bool, runs: int) -> dict[str, float]:
             if getattr(e, "is_user_annotation", False) or e.key.startswith(MODULE_LABEL):
                 continue  # a range's span on the GPU (a module's, with the host's ops on), not a kernel
         else:
-            if not e.key.startswith(("aten::", "vitperf::")):
+            if not e.key.startswith(HOST_OPS):
                 continue
             us = float(e.self_cpu_time_total)
         if us > 0:
@@ -149,7 +151,7 @@ def _module_times(prof: Any, cuda: bool, runs: int) -> dict[str, float]:
             if parent.name.startswith(MODULE_LABEL):
                 owner = parent.name.removeprefix(MODULE_LABEL)
                 break
-            if parent.name.startswith("vitperf::"):  # a labelled region of the project's own (an injected delay)
+            if parent.name.startswith(OWN):
                 owner = parent.name
                 break
             parent = parent.cpu_parent
