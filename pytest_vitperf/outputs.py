@@ -33,8 +33,7 @@ def finish(session: pytest.Session, vs: VitperfSession) -> None:
         except OSError as exc:
             vs.export_errors.append(f"{vs.settings.cache_dir / DURATIONS}: {exc.strerror or exc} (the next -n run "
                                     "deals its units by the model instead)")  # fmt: skip
-    if vs.settings.history is not None:
-        write_history(vs)
+    write_history(vs)
     write_exports(vs)
     if vs.settings.report is not None and vs.measurements:
         write_report(vs)
@@ -85,16 +84,19 @@ def write_baselines(vs: VitperfSession) -> None:
 
 
 def write_history(vs: VitperfSession) -> None:
-    """Append the run's medians to --vitperf-history."""
+    """Append the run's medians to --vitperf-history's folder and --vitperf-store's database."""
     from filelock import Timeout
 
-    from pytest_vitperf.verdicts.baselines.history import append
+    from pytest_vitperf.verdicts.baselines.history import open_history
+    from pytest_vitperf.verdicts.baselines.sql import url_of
 
-    assert vs.settings.history is not None
-    try:
-        vs.history_written = append(vs.settings.history, vs.measurements.values())
-    except (OSError, ValueError, Timeout) as exc:  # a history file that cannot be read is a ValueError
-        vs.history_error = str(exc)
+    for where in (vs.settings.history, vs.settings.store and url_of(vs.settings.store)):
+        if where is None or not vs.measurements:
+            continue
+        try:
+            vs.history_written[str(where)] = open_history(where).append(vs.measurements.values())
+        except (OSError, ValueError, Timeout) as exc:  # a history file or store that cannot be read: a ValueError
+            vs.history_error.append(str(exc))
 
 
 def write_exports(vs: VitperfSession) -> None:
@@ -126,15 +128,13 @@ def write_report(vs: VitperfSession) -> None:
 def files_written(tr: Any, session: VitperfSession) -> None:
     """The history and export files this run wrote, or why not (which fails the run)."""
     fix = "the run fails: fix that, then run again"
-    if session.history_written or session.history_error:
-        tr.write_sep("-", f"vitperf history ({session.settings.history})")
-        if session.history_error:
-            tr.write_line(f"NOT WRITTEN: {session.history_error}; {fix}")
-        else:
-            n = len(session.history_written)
-            tr.write_line(
-                f"appended this run to {n} file(s); find steps with: vitperf history {session.settings.history}"
-            )
+    for where, written in session.history_written.items():
+        tr.write_sep("-", f"vitperf history ({where})")
+        what = f"{len(written)} file(s)" if where == str(session.settings.history) else f"the store as {written[0]}"
+        tr.write_line(f"appended this run to {what}; find steps with: vitperf history {where}")
+    for error in session.history_error:
+        tr.write_sep("-", "vitperf history")
+        tr.write_line(f"NOT WRITTEN: {error}; {fix}")
     if session.exported or session.export_errors:
         tr.write_sep("-", "vitperf exports")
         for line in session.exported:

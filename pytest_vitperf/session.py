@@ -66,8 +66,8 @@ class VitperfSession:
         self._references: dict[tuple[str, int], torch.Tensor] = {}  # (model, batch) -> FP32 output, on the host
         self._output_errors: dict[tuple[str, str, int, str], OutputError] = {}
         self._floors: dict[Path, FloorsFile | None] = {}
-        self.history_written: list[Path] = []
-        self.history_error: str | None = None
+        self.history_written: dict[str, list[str]] = {}  # --vitperf-history's folder or --vitperf-store's URL -> what
+        self.history_error: list[str] = []
         self.exported: list[str] = []
         self.export_errors: list[str] = []
         self.lost_workers: list[str] = []  # on the controller: workers that went down, taking their results along

@@ -46,8 +46,10 @@ def _heavy_imports_first() -> None:
     import onnxruntime  # noqa: F401
     import safetensors.torch  # noqa: F401
     import sklearn.model_selection  # noqa: F401
+    import sqlalchemy.orm  # noqa: F401
     import timm  # noqa: F401
     import torch  # noqa: F401
+    from alembic import command  # noqa: F401
     from modelopt.onnx.autocast.convert import convert_to_f16  # noqa: F401
     from modelopt.torch._deploy.utils import get_onnx_bytes_and_metadata  # noqa: F401
 

@@ -105,12 +105,14 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _history(args: argparse.Namespace) -> int:
-    from pytest_vitperf.verdicts.baselines.history import figure_name, plot, series, steps
+    from pytest_vitperf.verdicts.baselines.history import figure_name, open_history, plot, steps
 
-    all_series = series(args.dir)
+    store = "://" in args.dir
+    all_series = open_history(args.dir).series()
     if not all_series:
-        raise SystemExit(f"vitperf history: no history under {args.dir}; record some with: "
-                         f"pytest --gpu-bench suites/ --vitperf-history {args.dir}")  # fmt: skip
+        option = "--vitperf-store" if store else "--vitperf-history"
+        raise SystemExit(f"vitperf history: no history in {args.dir}; record some with: "
+                         f"pytest --gpu-bench suites/ {option} {args.dir}")  # fmt: skip
     rows, slower = [], 0
     for key, points in all_series.items():
         found = steps(points, args.penalty)
@@ -158,8 +160,8 @@ def add(sub: Any) -> None:
     show.add_argument("path", nargs="?", default=str(DEFAULT_BASELINES), help="a baselines folder or one file")
     show.set_defaults(func=_show)
 
-    his = sub.add_parser("history", help="find steps in each series of a --vitperf-history folder (ruptures' PELT)")
-    his.add_argument("dir", type=Path, help="the folder given to --vitperf-history")
+    his = sub.add_parser("history", help="find steps in each series of a history (ruptures' PELT)")
+    his.add_argument("dir", help="the folder given to --vitperf-history, or the URL given to --vitperf-store")
     his.add_argument("--plots", type=Path, help="write one PNG per series here, each step marked")
     his.add_argument("--penalty", type=float, default=6.0, help="PELT penalty in sigma^2 ln(n) units (6: see docs)")
     his.add_argument("--fail-on-slowdown", action="store_true", help="exit 1 when a step made anything slower")

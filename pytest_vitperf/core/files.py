@@ -16,7 +16,7 @@ class FileError(ValueError):
 
     kind = "file"
 
-    def __init__(self, path: Path, what: str) -> None:
+    def __init__(self, path: Path | str, what: str) -> None:  # str: a URL, which a Path would mangle
         super().__init__(f"{self.kind} {path}: {what}")
         self.path = path
 

@@ -30,6 +30,7 @@ class Settings:
     floors: Path | None = None
     baseline_dir: Path | None = None
     history: Path | None = None
+    store: str | None = None  # a database URL, or a file that becomes a SQLite one
     export: tuple[tuple[str, Path], ...] = ()
     report: Path | None = None
     regression_threshold: float = 0.03

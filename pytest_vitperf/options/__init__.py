@@ -48,6 +48,7 @@ CACHE_DIR = "--vitperf-cache-dir"
 FLOORS = "--vitperf-floors"
 BASELINE_DIR = "--vitperf-baseline-dir"
 HISTORY = "--vitperf-history"
+STORE = "--vitperf-store"
 EXPORT = "--vitperf-export"
 REPORT = "--vitperf-report"
 THRESHOLD = "--vitperf-regression-threshold"
@@ -177,13 +178,12 @@ OPTIONS: tuple[_Option, ...] = (
         "DIR",
         "baselines folder (<backend>/<version>/<gpu>/<model>.json). Default: baselines/ in the rootdir, if any.",
     ),
-    _Option(
-        HISTORY,
-        parse_path,
-        "DIR",
-        "append this run's medians to a history (<backend>/<version>/<gpu>/<model>.json, one run per entry), for "
-        "`vitperf history DIR` to find steps across nightly runs. Default: none.",
-    ),
+    _Option(HISTORY, parse_path, "DIR", "append this run's medians to a history (<backend>/<version>/<gpu>/"
+            "<model>.json, one run per entry), for `vitperf history DIR` to find steps across nightly runs. "
+            "Default: none."),
+    _Option(STORE, str, "URL", "write this run's rows to a database that many hosts can share, in one transaction: "
+            "sqlite:///FILE (or a file path), or postgresql+psycopg://HOST/DB; `vitperf history URL` reads it. "
+            "Default: none."),
     _Option(
         REPORT,
         parse_path,

@@ -21,6 +21,7 @@ from pytest_vitperf.options import (
     HISTORY,
     RECORD_RUN,
     REPORT,
+    STORE,
     UNITS,
     UPDATE_BASELINES,
     WAIT_FOR,
@@ -39,6 +40,7 @@ def check_paths(s: Settings) -> None:
         (FLOORS, s.floors, s.floors and floors_problem(s.floors)),
         (CACHE_DIR, s.cache_dir, s.cache_dir and writable_folder_problem(s.cache_dir)),
         (HISTORY, s.history, s.history and writable_folder_problem(s.history)),
+        (STORE, s.store, s.store and _store_problem(s.store)),
         (REPORT, s.report, s.report and writable_folder_problem(s.report)),
         (BASELINE_DIR, s.baseline_dir, s.baseline_dir and baseline_dir_problem(s)),
         *((EXPORT, f"{fmt}={path}", writable_folder_problem(Path(path).parent)) for fmt, path in s.export),
@@ -48,6 +50,12 @@ def check_paths(s: Settings) -> None:
     for flag, value, problem in problems:
         if problem:
             raise pytest.UsageError(f"{flag} {value}: {problem}")
+
+
+def _store_problem(url: str) -> str | None:
+    from pytest_vitperf.verdicts.baselines.sql import url_problem
+
+    return url_problem(url)
 
 
 def writable_folder_problem(path: Path) -> str | None:

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from filelock import FileLock
 
@@ -65,7 +65,8 @@ class Step:
         return self.after / self.before - 1
 
 
-def _entry(m: Measurement) -> dict[str, Any]:
+def entry_of(m: Measurement) -> dict[str, Any]:
+    """What a history keeps of a measurement."""
     return {"median": round(m.median, 6), "cov": round(m.cov, 6), "n": m.n, "sm_mhz": m.sm_mhz}
 
 
@@ -77,7 +78,7 @@ def append(root: Path, measurements: Iterable[Measurement], when: datetime | Non
     for m in measurements:
         key = key_for(m)
         path = Path(root) / key.relpath()
-        by_path.setdefault(path, (key, {}))[1][key.entry] = _entry(m)
+        by_path.setdefault(path, (key, {}))[1][key.entry] = entry_of(m)
     for path, (key, entries) in by_path.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         with FileLock(str(path.parent / f".{path.name}.lock"), timeout=60):
@@ -106,6 +107,36 @@ def series(root: Path) -> dict[tuple[str, str, str, str], list[Point]]:
                 point = Point(run["time"], doc["backend_version"], float(e["median"]), e.get("cov"), e.get("sm_mhz"))
                 out.setdefault((doc["backend"], doc["gpu"], doc["model"], entry), []).append(point)
     return {k: sorted(v, key=lambda p: p.time) for k, v in sorted(out.items())}
+
+
+class History(Protocol):
+    """Where runs' medians accumulate: a folder of JSON files (this module), or a database (sql.SqlStore)."""
+
+    def append(self, measurements: Iterable[Measurement], when: datetime | None = None) -> list[str]: ...
+
+    def series(self) -> dict[tuple[str, str, str, str], list[Point]]: ...
+
+
+@dataclass(frozen=True)
+class Folder:
+    """A --vitperf-history folder, as a History."""
+
+    root: Path
+
+    def append(self, measurements: Iterable[Measurement], when: datetime | None = None) -> list[str]:
+        return [str(p) for p in append(self.root, measurements, when)]
+
+    def series(self) -> dict[tuple[str, str, str, str], list[Point]]:
+        return series(self.root)
+
+
+def open_history(where: str | Path) -> History:
+    """A database (--vitperf-store's URL, or a SQLite file) or a folder (--vitperf-history)."""
+    if "://" in str(where) or Path(where).is_file():
+        from pytest_vitperf.verdicts.baselines.sql import SqlStore
+
+        return SqlStore(where)
+    return Folder(Path(where))
 
 
 def find_steps(values: list[float], penalty: float = PENALTY) -> list[int]:

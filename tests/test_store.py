@@ -1,0 +1,180 @@
+"""The fleet's store (--vitperf-store): one suite over SQLite and a real PostgreSQL server, which these tests start
+from Debian's postgresql package in a folder of their own (each test creates and drops its own database). Where the
+server's programs are missing the PostgreSQL half skips and says so, except where VITPERF_TEST_POSTGRES=required
+(.ci/run), where it fails."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import uuid
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from pytest_vitperf.cli import main
+from pytest_vitperf.verdicts.baselines.history import Folder, open_history
+from pytest_vitperf.verdicts.baselines.sql import SqlStore, StoreError
+from tests.conftest import FAST, REPO
+from tests.test_history import T0, measured, two_steps
+
+FIXTURE_DB = REPO / "tests" / "data" / "store-v0001.db"  # made by the first schema, with three runs
+
+
+def _server_bin() -> Path | None:
+    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
+    if found:
+        return found[-1].parent
+    initdb = shutil.which("initdb")
+    return Path(initdb).resolve().parent if initdb else None
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[str]:
+    """A throwaway PostgreSQL server on a Unix socket; the URL of its maintenance database."""
+    bindir = _server_bin()
+    if bindir is None:
+        reason = "PostgreSQL's server programs are not installed (Debian: apt-get install postgresql)"
+        if os.environ.get("VITPERF_TEST_POSTGRES") == "required":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    root = Path(tempfile.mkdtemp(prefix="vitperf-pg-"))  # not in pytest's folder, which the server's user cannot enter
+    as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []  # initdb refuses to run as root
+    if as_user:
+        shutil.chown(root, "postgres")
+    data = root / "data"
+    run = lambda *cmd: subprocess.run([*as_user, *cmd], check=True, capture_output=True, timeout=120)  # noqa: E731
+    run(str(bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", "vitperf")
+    run(str(bindir / "pg_ctl"), "-D", str(data), "-o", f"-k {root} -c listen_addresses=''", "-l",
+        str(root / "log"), "-w", "start")  # fmt: skip
+    try:
+        yield f"postgresql+psycopg://vitperf@/postgres?host={root}"
+    finally:
+        run(str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop")
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A new, empty store on each backend."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'store.db'}"
+        return
+    import sqlalchemy as sa
+
+    admin_url: str = request.getfixturevalue("postgres")
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as c:
+        c.exec_driver_sql(f"CREATE DATABASE {name}")
+    yield admin_url.replace("/postgres?", f"/{name}?")
+    with admin.connect() as c:
+        c.exec_driver_sql(f"DROP DATABASE {name} WITH (FORCE)")
+    admin.dispose()
+
+
+def test_runs_read_back_as_a_history_folder_reads_them(store_url: str, tmp_path: Path) -> None:
+    folder, store = Folder(tmp_path / "folder"), SqlStore(store_url)
+    for day, (version, fp16) in enumerate([("2.11.0", 6.5), ("2.11.0", 6.6), ("2.12.0", 6.1)]):
+        run = [measured("fp16", fp16, version), measured("fp8", 5.2, version), measured("fp16", fp16 * 6, batch=1)]
+        for history in (folder, store):
+            history.append(run, T0 + timedelta(days=day))
+    assert store.series() == folder.series()  # the same points, in the same order, whichever backend keeps them
+    assert store.counts() == (3, 9)
+    assert SqlStore(store_url).counts() == (3, 9)  # opened again: migrated already, nothing lost
+
+
+WRITER = """
+import sys
+from pytest_vitperf.verdicts.baselines.sql import SqlStore
+from tests.test_history import measured
+store = SqlStore(sys.argv[1])
+for i in range(int(sys.argv[2])):
+    store.append([measured(p, 5.0 + i / 100) for p in ("fp16", "bf16", "fp8")])
+"""
+
+
+def test_concurrent_writers_land_every_row_once(store_url: str) -> None:
+    """16 processes x 50 runs of 3 rows, started at once on a store none of them has made yet."""
+    writers = [subprocess.Popen([sys.executable, "-c", WRITER, store_url, "50"], cwd=REPO) for _ in range(16)]
+    assert [w.wait(timeout=600) for w in writers] == [0] * 16
+    store = SqlStore(store_url)
+    assert store.counts() == (16 * 50, 16 * 50 * 3)
+    points = store.series()[("torch", "NVIDIA H100 80GB HBM3", "vit_base_patch16_224", "fp8/b64")]
+    assert sorted(p.median for p in points) == sorted(5.0 + i / 100 for i in range(50) for _ in range(16))
+
+
+KILLED = """
+import os, signal, sys
+from pytest_vitperf.verdicts.baselines import sql
+from tests.test_history import measured
+store = sql.SqlStore(sys.argv[1])
+store.append([measured("fp16", 6.0)])  # one whole run first
+import sqlalchemy as sa
+real = sa.engine.Connection.execute
+def execute(self, statement, *args, **kwargs):
+    result = real(self, statement, *args, **kwargs)
+    if getattr(statement, "table", None) is not None and statement.table.name == "rows":
+        os.kill(os.getpid(), signal.SIGKILL)  # the run and its rows inserted, not committed
+    return result
+sa.engine.Connection.execute = execute
+store.append([measured(p, 5.0) for p in ("fp16", "bf16", "fp8")])
+"""
+
+
+def test_a_writer_killed_mid_run_leaves_no_part_of_it(store_url: str) -> None:
+    done = subprocess.run([sys.executable, "-c", KILLED, store_url], cwd=REPO, timeout=300, check=False)
+    assert done.returncode == -signal.SIGKILL
+    assert SqlStore(store_url).counts() == (1, 1)  # the first run whole; of the killed one, nothing
+
+
+def test_a_store_of_the_first_schema_is_migrated_and_keeps_its_runs(tmp_path: Path) -> None:
+    db = tmp_path / "old.db"
+    shutil.copy(FIXTURE_DB, db)
+    store = SqlStore(db)
+    assert store.counts() == (3, 6)
+    store.append([measured("fp16", 6.0)])
+    assert store.counts() == (4, 7)
+    with store.engine.connect() as c:
+        assert c.exec_driver_sql("SELECT version_num FROM alembic_version").scalar_one() == "0002"
+
+
+def test_what_cannot_be_a_store_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "not.db").write_text("a text file, not a database\n")
+    with pytest.raises(StoreError, match=r"^store sqlite:///.*not\.db: file is not a database$"):
+        SqlStore(tmp_path / "not.db")
+    assert (tmp_path / "not.db").read_text() == "a text file, not a database\n"  # lost nothing
+
+
+def test_the_option_writes_each_run_and_vitperf_history_reads_the_store(suite: pytest.Pytester, capsys) -> None:
+    url = f"sqlite:///{suite.path / 'fleet.db'}"
+    for _ in range(2):
+        r = suite.runpytest(*FAST, "--vitperf-precisions=fp32", f"--vitperf-store={url}")
+        r.assert_outcomes(passed=1)
+        r.stdout.fnmatch_lines([f"appended this run to the store as run * (2 rows); find steps with: *history {url}"])
+    assert SqlStore(url).counts() == (2, 4)  # each run: fp32 and its reference, fp16
+    assert main(["history", url]) == 0
+    assert "test_vit" in capsys.readouterr().out
+    r = suite.runpytest(*FAST, "--vitperf-precisions=fp32", "--vitperf-store=mysql://host/db")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR  # said as the plugin configures: nothing measured in vain
+    r.stderr.fnmatch_lines(["ERROR: --vitperf-store mysql://host/db: a mysql URL; give sqlite:///FILE, *"])
+    (suite.path / "text.db").write_text("not a database\n")  # found only on writing
+    r = suite.runpytest(*FAST, "--vitperf-precisions=fp32", f"--vitperf-store={suite.path / 'text.db'}")
+    r.assert_outcomes(passed=1)
+    assert r.ret == pytest.ExitCode.TESTS_FAILED
+    r.stdout.fnmatch_lines(["NOT WRITTEN: store *text.db: file is not a database; the run fails: fix that, *"])
+
+
+def test_change_points_come_from_the_store_as_from_a_folder(tmp_path: Path, capsys) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    store = open_history(url)
+    for i, v in enumerate(two_steps(0)):
+        store.append([measured("fp16", v, "10.16" if i < 40 else "11.4")], T0 + timedelta(days=i))
+    assert main(["history", url, "--fail-on-slowdown"]) == 1
+    assert "run 41 (2026-12-11T02:00:00+00:00, torch 11.4)" in capsys.readouterr().out
