@@ -94,7 +94,8 @@ def write_history(vs: VitperfSession) -> None:
         if where is None or not vs.measurements:
             continue
         try:
-            vs.history_written[str(where)] = open_history(where).append(vs.measurements.values())
+            history = open_history(where)
+            vs.history_written[str(where)] = history.append(vs.measurements.values(), verdicts=vs.verdicts.values())
         except (OSError, ValueError, Timeout) as exc:  # a history file or store that cannot be read: a ValueError
             vs.history_error.append(str(exc))
 

@@ -142,7 +142,10 @@ def test_a_store_of_the_first_schema_is_migrated_and_keeps_its_runs(tmp_path: Pa
     store.append([measured("fp16", 6.0)])
     assert store.counts() == (4, 7)
     with store.engine.connect() as c:
-        assert c.exec_driver_sql("SELECT version_num FROM alembic_version").scalar_one() == "0002"
+        assert c.exec_driver_sql("SELECT version_num FROM alembic_version").scalar_one() == "0003"
+        old, new = c.exec_driver_sql("SELECT host, speedup FROM runs JOIN rows ON rows.run_id = runs.id "
+                                     "WHERE precision = 'fp16' ORDER BY runs.id").all()[-2:]  # fmt: skip
+    assert old == ("", None) and new[0]  # columns added since: empty for the old runs, filled for the new
 
 
 def test_what_cannot_be_a_store_is_one_line(tmp_path: Path) -> None:
@@ -159,6 +162,10 @@ def test_the_option_writes_each_run_and_vitperf_history_reads_the_store(suite: p
         r.assert_outcomes(passed=1)
         r.stdout.fnmatch_lines([f"appended this run to the store as run * (2 rows); find steps with: *history {url}"])
     assert SqlStore(url).counts() == (2, 4)  # each run: fp32 and its reference, fp16
+    with SqlStore(url).engine.connect() as c:
+        judged = c.exec_driver_sql("SELECT reference, speedup_low, speedup, speedup_high, verdict FROM rows "
+                                   "WHERE precision = 'fp32'").all()  # fmt: skip
+    assert len(judged) == 2 and all(r[0] == "fp16" and r[1] < r[2] < r[3] and r[4] == "no floor" for r in judged)
     assert main(["history", url]) == 0
     assert "test_vit" in capsys.readouterr().out
     r = suite.runpytest(*FAST, "--vitperf-precisions=fp32", "--vitperf-store=mysql://host/db")

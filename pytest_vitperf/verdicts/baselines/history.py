@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from filelock import FileLock
 
@@ -30,6 +30,9 @@ from pytest_vitperf.measure.env import slug
 from pytest_vitperf.measure.measurement import Measurement
 from pytest_vitperf.verdicts.baselines.gate import key_for
 from pytest_vitperf.verdicts.baselines.store import BaselineKey
+
+if TYPE_CHECKING:
+    from pytest_vitperf.verdicts.floors import Verdict
 
 SCHEMA = 1
 # PELT's penalty in units of sigma^2 * ln(n) (sigma: the series' noise, from its successive differences). On 200
@@ -112,7 +115,9 @@ def series(root: Path) -> dict[tuple[str, str, str, str], list[Point]]:
 class History(Protocol):
     """Where runs' medians accumulate: a folder of JSON files (this module), or a database (sql.SqlStore)."""
 
-    def append(self, measurements: Iterable[Measurement], when: datetime | None = None) -> list[str]: ...
+    def append(
+        self, measurements: Iterable[Measurement], when: datetime | None = None, verdicts: Iterable[Verdict] = ()
+    ) -> list[str]: ...
 
     def series(self) -> dict[tuple[str, str, str, str], list[Point]]: ...
 
@@ -123,7 +128,10 @@ class Folder:
 
     root: Path
 
-    def append(self, measurements: Iterable[Measurement], when: datetime | None = None) -> list[str]:
+    def append(
+        self, measurements: Iterable[Measurement], when: datetime | None = None, verdicts: Iterable[Verdict] = ()
+    ) -> list[str]:
+        """The medians; a folder does not keep the verdicts."""
         return [str(p) for p in append(self.root, measurements, when)]
 
     def series(self) -> dict[tuple[str, str, str, str], list[Point]]:

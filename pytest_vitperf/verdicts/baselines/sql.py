@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 
     import sqlalchemy as sa
 
+    from pytest_vitperf.verdicts.floors import Verdict
+
 MIGRATIONS = Path(__file__).parent / "migrations"
 SCHEMES = ("sqlite", "postgresql")
 
@@ -100,14 +102,18 @@ class SqlStore:
                 connection.exec_driver_sql("BEGIN IMMEDIATE")  # SQLite's write lock, held to the commit
             yield connection
 
-    def append(self, measurements: Iterable[Measurement], when: datetime | None = None) -> list[str]:
-        """One run with a row per measurement, in one transaction; what was written, for the summary."""
+    def append(
+        self, measurements: Iterable[Measurement], when: datetime | None = None, verdicts: Iterable[Verdict] = ()
+    ) -> list[str]:
+        """One run with a row per measurement, each with its speedup and floor verdict where it has one, in one
+        transaction; what was written, for the summary."""
         import sqlalchemy as sa
 
         from pytest_vitperf.verdicts.baselines.migrations import tables
 
         stamp = (when or datetime.now(timezone.utc)).isoformat(timespec="seconds")
-        rows = [_row(m) for m in measurements]
+        judged = {v.candidate.spec.key: v for v in verdicts}
+        rows = [{**_row(m), **_judged(judged.get(m.spec.key))} for m in measurements]
         run_id = str(uuid.uuid4())
         runs, measured = tables()
         try:
@@ -154,6 +160,15 @@ def _row(m: Measurement) -> dict[str, Any]:
     return {"backend": key.backend, "backend_version": key.backend_version, "gpu": key.gpu, "model": key.model,
             "gpu_uuid": m.spec.gpu_uuid or "", "entry": key.entry, "precision": key.precision, "batch": key.batch,
             "median_ms": e["median"], "cov": e["cov"], "n": e["n"], "sm_mhz": e["sm_mhz"]}  # fmt: skip
+
+
+def _judged(v: Verdict | None) -> dict[str, Any]:
+    """Every row names the same columns: one insert takes them all."""
+    if v is None:
+        return dict.fromkeys(("reference", "speedup", "floor", "verdict", "speedup_low", "speedup_high"))
+    interval = v.interval()
+    return {"reference": v.reference.spec.precision, "speedup": v.speedup, "floor": v.floor, "verdict": v.outcome,
+            "speedup_low": interval.low if interval else None, "speedup_high": interval.high if interval else None}
 
 
 def _tool() -> str:

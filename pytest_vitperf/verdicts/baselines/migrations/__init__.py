@@ -35,6 +35,9 @@ def tables() -> tuple[sa.Table, sa.Table]:
         sa.Column("cov", sa.Float),
         sa.Column("n", sa.Integer),
         sa.Column("sm_mhz", sa.Float),
+        sa.Column("reference", sa.String(40)),  # the precision its speedup is over (0003), where it has one
+        *(sa.Column(name, sa.Float) for name in ("speedup", "speedup_low", "speedup_high", "floor")),
+        sa.Column("verdict", sa.String(40)),
         sa.UniqueConstraint("run_id", "model", "entry", "backend", "gpu_uuid"),
     )  # fmt: skip
     return runs, rows
