@@ -75,8 +75,16 @@ class SqlStore:
         # SQLite: wait for another writer's transaction rather than fail at once.
         self.engine = sa.create_engine(self.url, connect_args={"timeout": 120} if sqlite else {})
         self.where = sa.engine.make_url(self.url).render_as_string(hide_password=True)
-        try:
+        with self._said():
             self._migrate()
+
+    @contextmanager
+    def _said(self) -> Iterator[None]:
+        """A database's error as one line naming the store (its password hidden)."""
+        import sqlalchemy as sa
+
+        try:
+            yield
         except sa.exc.SQLAlchemyError as exc:
             raise StoreError(self.where, _first_line(exc)) from None
 
@@ -116,14 +124,11 @@ class SqlStore:
         rows = [{**_row(m), **_judged(judged.get(m.spec.key))} for m in measurements]
         run_id = str(uuid.uuid4())
         runs, measured = tables()
-        try:
-            with self.engine.begin() as connection:
-                run = {"uid": run_id, "time": stamp, "host": socket.gethostname(), "tool": _tool()}
-                (key,) = connection.execute(sa.insert(runs).values(**run)).inserted_primary_key or (None,)
-                if rows:
-                    connection.execute(sa.insert(measured), [{"run_id": key, **r} for r in rows])
-        except sa.exc.SQLAlchemyError as exc:
-            raise StoreError(self.where, _first_line(exc)) from None
+        run = {"uid": run_id, "time": stamp, "host": socket.gethostname(), "tool": _tool()}
+        with self._said(), self.engine.begin() as connection:
+            (key,) = connection.execute(sa.insert(runs).values(**run)).inserted_primary_key or (None,)
+            if rows:
+                connection.execute(sa.insert(measured), [{"run_id": key, **r} for r in rows])
         return [f"run {run_id} ({len(rows)} rows)"]
 
     def series(self) -> dict[tuple[str, str, str, str], list[Point]]:
@@ -135,7 +140,7 @@ class SqlStore:
         runs, measured = tables()
         query = sa.select(runs.c.time, measured).join(runs, measured.c.run_id == runs.c.id)
         out: dict[tuple[str, str, str, str], list[Point]] = {}
-        with self.engine.connect() as connection:
+        with self._said(), self.engine.connect() as connection:
             for r in connection.execute(query.order_by(runs.c.time, runs.c.id)).mappings():
                 point = Point(r["time"], r["backend_version"], r["median_ms"], r["cov"], r["sm_mhz"])
                 out.setdefault((r["backend"], r["gpu"], r["model"], r["entry"]), []).append(point)
