@@ -22,7 +22,7 @@ from pytest_vitperf.measure.env import Device
 
 with warnings.catch_warnings(record=True) as said:
     warnings.simplefilter("always")
-    engine = TorchBackend().prepare(build_model("vit_tiny"), model_name="vit_tiny_patch16_224", precision="fp32",
+    engine = TorchBackend().prepare(build_model("test_vit"), model_name="test_vit", precision="fp32",
                                     batch=2, device=Device("test CPU"), settings=Settings(compile="default",
                                     cache_dir=Path(sys.argv[1])))
 out = engine.output()
