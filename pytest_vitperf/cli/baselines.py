@@ -105,12 +105,12 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _history(args: argparse.Namespace) -> int:
-    from pytest_vitperf.verdicts.baselines.history import figure_name, open_history, plot, steps
+    from pytest_vitperf.verdicts.baselines.history import Folder, figure_name, open_history, plot, steps
 
-    store = "://" in args.dir
-    all_series = open_history(args.dir).series()
+    history = open_history(args.dir)
+    all_series = history.series()
     if not all_series:
-        option = "--vitperf-store" if store else "--vitperf-history"
+        option = "--vitperf-history" if isinstance(history, Folder) else "--vitperf-store"
         raise SystemExit(f"vitperf history: no history in {args.dir}; record some with: "
                          f"pytest --gpu-bench suites/ {option} {args.dir}")  # fmt: skip
     rows, slower = [], 0
