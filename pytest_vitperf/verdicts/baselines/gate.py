@@ -195,11 +195,15 @@ def to_baseline(m: Measurement, environment: dict[str, Any], provenance: dict[st
     )
 
 
-def measured_provenance(m: Measurement, nodeid: str) -> dict[str, Any]:
+def tool() -> str:
+    """This plugin and its version, as baselines and stores record what wrote them."""
     from pytest_vitperf.measure.env import version_of
 
-    tool = f"pytest-vitperf {version_of('pytest-vitperf') or ''}".strip()
-    return {"kind": "measured", "tool": tool, "test": nodeid, "timer": m.spec.timer}
+    return f"pytest-vitperf {version_of('pytest-vitperf') or ''}".strip()
+
+
+def measured_provenance(m: Measurement, nodeid: str) -> dict[str, Any]:
+    return {"kind": "measured", "tool": tool(), "test": nodeid, "timer": m.spec.timer}
 
 
 def write(storage: JsonDirStorage, baseline: Baseline, *, keep_value: bool = False) -> Write:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_vitperf.core.files import FileError
 from pytest_vitperf.measure.measurement import Measurement
-from pytest_vitperf.verdicts.baselines.gate import key_for
+from pytest_vitperf.verdicts.baselines.gate import key_for, tool
 from pytest_vitperf.verdicts.baselines.history import Point, entry_of
 
 if TYPE_CHECKING:
@@ -90,6 +90,7 @@ class SqlStore:
 
     def _migrate(self) -> None:
         """Bring the schema to Alembic's head, one opener at a time."""
+        import sqlalchemy as sa
         from alembic import command
         from alembic.config import Config
 
@@ -98,6 +99,9 @@ class SqlStore:
         with self._locked() as connection:
             config.attributes["connection"] = connection
             command.upgrade(config, "head")
+            # The tables as the migrations left them: the schema is written once, in versions/.
+            meta = sa.MetaData()
+            self.runs, self.rows = (sa.Table(name, meta, autoload_with=connection) for name in ("runs", "rows"))
 
     @contextmanager
     def _locked(self) -> Iterator[sa.Connection]:
@@ -117,28 +121,23 @@ class SqlStore:
         transaction; what was written, for the summary."""
         import sqlalchemy as sa
 
-        from pytest_vitperf.verdicts.baselines.migrations import tables
-
         stamp = (when or datetime.now(timezone.utc)).isoformat(timespec="seconds")
         judged = {v.candidate.spec.key: v for v in verdicts}
         rows = [{**_row(m), **_judged(judged.get(m.spec.key))} for m in measurements]
         run_id = str(uuid.uuid4())
-        runs, measured = tables()
-        run = {"uid": run_id, "time": stamp, "host": socket.gethostname(), "tool": _tool()}
+        run = {"uid": run_id, "time": stamp, "host": socket.gethostname(), "tool": tool()}
         with self._said(), self.engine.begin() as connection:
-            (key,) = connection.execute(sa.insert(runs).values(**run)).inserted_primary_key or (None,)
+            (key,) = connection.execute(sa.insert(self.runs).values(**run)).inserted_primary_key or (None,)
             if rows:
-                connection.execute(sa.insert(measured), [{"run_id": key, **r} for r in rows])
+                connection.execute(sa.insert(self.rows), [{"run_id": key, **r} for r in rows])
         return [f"run {run_id} ({len(rows)} rows)"]
 
     def series(self) -> dict[tuple[str, str, str, str], list[Point]]:
         """(backend, GPU, model, entry) -> its points in time order, across backend versions."""
         import sqlalchemy as sa
 
-        from pytest_vitperf.verdicts.baselines.migrations import tables
-
-        runs, measured = tables()
-        query = sa.select(runs.c.time, measured).join(runs, measured.c.run_id == runs.c.id)
+        runs = self.runs
+        query = sa.select(runs.c.time, self.rows).join(runs, self.rows.c.run_id == runs.c.id)
         out: dict[tuple[str, str, str, str], list[Point]] = {}
         with self._said(), self.engine.connect() as connection:
             for r in connection.execute(query.order_by(runs.c.time, runs.c.id)).mappings():
@@ -150,13 +149,10 @@ class SqlStore:
         """How many runs and rows the store holds."""
         import sqlalchemy as sa
 
-        from pytest_vitperf.verdicts.baselines.migrations import tables
-
-        runs, measured = tables()
         with self.engine.connect() as connection:
-            n_runs = connection.execute(sa.select(sa.func.count()).select_from(runs)).scalar_one()
-            n_rows = connection.execute(sa.select(sa.func.count()).select_from(measured)).scalar_one()
-        return int(n_runs), int(n_rows)
+            runs, rows = (connection.execute(sa.select(sa.func.count()).select_from(t)).scalar_one()
+                          for t in (self.runs, self.rows))  # fmt: skip
+        return int(runs), int(rows)
 
 
 def _row(m: Measurement) -> dict[str, Any]:
@@ -174,12 +170,6 @@ def _judged(v: Verdict | None) -> dict[str, Any]:
     interval = v.interval()
     return {"reference": v.reference.spec.precision, "speedup": v.speedup, "floor": v.floor, "verdict": v.outcome,
             "speedup_low": interval.low if interval else None, "speedup_high": interval.high if interval else None}
-
-
-def _tool() -> str:
-    from pytest_vitperf.measure.env import version_of
-
-    return f"pytest-vitperf {version_of('pytest-vitperf') or ''}".strip()
 
 
 def _first_line(exc: BaseException) -> str:
