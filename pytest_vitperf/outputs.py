@@ -5,6 +5,7 @@ not believe it refreshed them."""
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pytest
@@ -23,7 +24,9 @@ def finish(session: pytest.Session, vs: VitperfSession) -> None:
         write_baselines(vs)
     workeroutput = getattr(session.config, "workeroutput", None)
     if workeroutput is not None:
-        workeroutput["vitperf"] = vs.export(session.config.workerinput["workerid"])  # type: ignore[attr-defined]
+        from pytest_vitperf.results import export
+
+        workeroutput["vitperf"] = export(vs, session.config.workerinput["workerid"])  # type: ignore[attr-defined]
         return
     if vs.settings.cache_dir is not None and vs.placement.test_s:
         from pytest_vitperf.workers import DURATIONS, write_durations
@@ -144,3 +147,88 @@ def files_written(tr: Any, session: VitperfSession) -> None:
             tr.write_line(f"NOT WRITTEN {line}; {fix}")
 
 
+# -- the terminal summary ---------------------------------------------------------------------------------
+def summary(tr: Any, session: VitperfSession) -> None:
+    """The summary table, its warnings and notes, and the GEMMs' table: on the terminal (`tr`), or what
+    `vitperf merge` prints."""
+    if not session.measurements:
+        return
+    from pytest_vitperf.report.tables import clock_notes, gemm_summary, interval_notes, measurement_notes, summary
+
+    max_cov, confidence = session.settings.noise_threshold, session.settings.confidence
+    tr.write_sep("=", "vitperf summary")
+    for device in session.devices or [session.device.describe()]:
+        tr.write_line(f"device: {device}")
+    for line in delay_banner(session):
+        tr.write_line(line)
+    for line in summary(session.measurements.values(), session.verdicts, max_cov, confidence):
+        tr.write_line(line)
+    for line in interval_notes(session.measurements.values(), session.verdicts.values(), confidence):
+        tr.write_line(line)
+    noisy = [m for m in session.measurements.values() if m.cov > max_cov and not m.rounds]
+    if noisy:
+        tr.write_line(
+            f"warning: {len(noisy)} measurement(s) with CoV above {max_cov:.1%}; the GPU or host was busy or "
+            "clocks moved. Re-run on an idle machine, or lengthen --vitperf-duration-ms."
+        )
+    for line in [*clock_notes(session.measurements.values()), *measurement_notes(session.measurements)]:
+        tr.write_line(line)
+    if not session.workers:  # in one process; under xdist each worker's line says it
+        from pytest_vitperf.workers import time_account
+
+        tr.write_line("time: " + time_account(session.worker_record("this process")))
+    gemms = gemm_summary(session.measurements.values())
+    if gemms:
+        tr.write_sep("-", "vitperf GEMMs (cuBLAS through torch; TFLOPS of the product, TOPS for int8)")
+        for line in gemms:
+            tr.write_line(line)
+
+
+def delay_banner(session: VitperfSession) -> list[str]:
+    """--vitperf-inject-delay, said loudly: the engines it names are slower on purpose."""
+    return [
+        f"!!! SENSITIVITY SELF-TEST: every {p} engine runs {rel:.1%} of its own time slower on purpose "
+        "(--vitperf-inject-delay); its speedups and verdicts say what this run can detect, not how fast it is !!!"
+        for p, rel in session.settings.inject_delay
+    ]
+
+
+def tail(tr: Any, session: VitperfSession) -> None:
+    """What follows the summary table: workers, plans, accuracy, the files written and the baselines."""
+    _workers(tr, session)
+    if session.plans:
+        from pytest_vitperf.report.tables import plan_summary
+
+        tr.write_sep("-", "vitperf plans (built ahead of time, not timed)")
+        for line in plan_summary(session.plans):
+            tr.write_line(line)
+    if session.accuracies:
+        from pytest_vitperf.report.tables import accuracy_summary
+
+        tr.write_sep("-", f"vitperf accuracy ({session.accuracies[0].task}, against its FP32 model)")
+        for line in accuracy_summary(session.accuracies, session.measurements.values()):
+            tr.write_line(line)
+    files_written(tr, session)
+    if session.outcomes or session.writes:
+        from pytest_vitperf.report.baselines import baseline_summary
+
+        tr.write_sep("-", f"vitperf baselines ({session.settings.baseline_dir})")
+        for line in baseline_summary(session.outcomes, session.writes, session.settings.false_alarm):
+            tr.write_line(line)
+
+
+def _workers(tr: Any, session: VitperfSession) -> None:
+    """Where each xdist worker ran, and any that went down (which fails the run)."""
+    if session.workers:
+        from pytest_vitperf.workers import busy_line, worker_summary
+
+        tr.write_sep("-", "vitperf workers (one GPU each; each family of a model and batch on one worker)")
+        for line in worker_summary(session.workers):
+            tr.write_line(line)
+        if session.placement.busy_s:
+            tr.write_line(busy_line(session.placement.busy_s, time.perf_counter() - session.started))
+    for lost in session.lost_workers:
+        tr.write_line(
+            f"vitperf: worker {lost}. What it measured is in no table or file and the run fails; run it again, "
+            "or in one process to see the error: pytest -n 0"
+        )

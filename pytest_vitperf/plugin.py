@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import time
 from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any, cast
@@ -124,7 +123,9 @@ def pytest_report_header(config: pytest.Config) -> str:
     backend = session.backend
     line = header_line(session.device, backend.name, backend.version())
     line += f"\nvitperf: models: {weights_note(session.models, session.settings.weights, registered_models(config))}"
-    for banner in _delay_banner(session):
+    from pytest_vitperf.outputs import delay_banner
+
+    for banner in delay_banner(session):
         line += f"\nvitperf: {banner}"
     if session.backend_reason:
         line += f"\nvitperf: backend {backend.name} cannot run here: {session.backend_reason}"
@@ -157,13 +158,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     session = get_session(config)
     s = session.settings
-    if s.enabled and (s.units is not None or s.shard is not None):  # a share of the run: vitperf ab --gpus, a host
-        from pytest_vitperf.workers import kept_units, scope_of
-
-        units = kept_units([i.nodeid for i in items], s.units, s.shard)
-        kept = [scope_of(i.nodeid) in units for i in items]
-        config.hook.pytest_deselected(items=[i for i, k in zip(items, kept, strict=True) if not k])
-        items[:] = [i for i, k in zip(items, kept, strict=True) if k]
     gate = pytest.mark.skip(reason=f"benchmark test: run with {GPU_BENCH}")
     for item in items:
         if item.get_closest_marker(MARKER) is None:
@@ -178,17 +172,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             reason = session.skip_reason(precision)
             if reason is not None:
                 item.add_marker(pytest.mark.skip(reason=reason))
+    if s.enabled and (s.units is not None or s.shard is not None):  # a share of the run: vitperf ab --gpus, a host
+        from pytest_vitperf.workers import kept_units, scope_of
+
+        session.whole_run = list(items)  # floors and gated rows are counted over the whole run: one confidence
+        units = kept_units([i.nodeid for i in items], s.units, s.shard)
+        kept = [scope_of(i.nodeid) in units for i in items]
+        config.hook.pytest_deselected(items=[i for i, k in zip(items, kept, strict=True) if not k])
+        items[:] = [i for i, k in zip(items, kept, strict=True) if k]
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     vs = get_session(session.config)
-    vs.rows_gated = sum(1 for item in session.items if item.get_closest_marker(MARKER) is not None)
+    whole = vs.whole_run or session.items
+    vs.rows_gated = sum(1 for item in whole if item.get_closest_marker(MARKER) is not None)
     if vs.settings.enabled:
         from pytest_vitperf.fixtures.engines import check_models
         from pytest_vitperf.fixtures.family import collected
 
         check_models(vs, session.items)
-        collected(vs, session.items)
+        collected(vs, whole)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -213,95 +216,17 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    from pytest_vitperf.outputs import summary
+
     session = get_session(config)
-    tr = terminalreporter
-    _measurements(tr, session)
+    summary(terminalreporter, session)
     if session.signal is not None:
         from pytest_vitperf.outputs import interrupted
 
-        tr.write_line(interrupted(session, config))
-    _workers(tr, session)
-    if session.plans:
-        from pytest_vitperf.report.tables import plan_summary
+        terminalreporter.write_line(interrupted(session, config))
+    from pytest_vitperf.outputs import tail
 
-        tr.write_sep("-", "vitperf plans (built ahead of time, not timed)")
-        for line in plan_summary(session.plans):
-            tr.write_line(line)
-    if session.accuracies:
-        from pytest_vitperf.report.tables import accuracy_summary
-
-        tr.write_sep("-", f"vitperf accuracy ({session.accuracies[0].task}, against its FP32 model)")
-        for line in accuracy_summary(session.accuracies, session.measurements.values()):
-            tr.write_line(line)
-    from pytest_vitperf.outputs import files_written
-
-    files_written(tr, session)
-    if session.outcomes or session.writes:
-        from pytest_vitperf.report.baselines import baseline_summary
-
-        tr.write_sep("-", f"vitperf baselines ({session.settings.baseline_dir})")
-        for line in baseline_summary(session.outcomes, session.writes, session.settings.false_alarm):
-            tr.write_line(line)
-
-
-def _measurements(tr: Any, session: VitperfSession) -> None:
-    """The summary table, its warnings and notes, and the GEMMs' table."""
-    if not session.measurements:
-        return
-    from pytest_vitperf.report.tables import clock_notes, gemm_summary, interval_notes, measurement_notes, summary
-
-    max_cov, confidence = session.settings.noise_threshold, session.settings.confidence
-    tr.write_sep("=", "vitperf summary")
-    tr.write_line(f"device: {session.device.describe()}")
-    for line in _delay_banner(session):
-        tr.write_line(line)
-    for line in summary(session.measurements.values(), session.verdicts, max_cov, confidence):
-        tr.write_line(line)
-    for line in interval_notes(session.measurements.values(), session.verdicts.values(), confidence):
-        tr.write_line(line)
-    noisy = [m for m in session.measurements.values() if m.cov > max_cov and not m.rounds]
-    if noisy:
-        tr.write_line(
-            f"warning: {len(noisy)} measurement(s) with CoV above {max_cov:.1%}; the GPU or host was busy or "
-            "clocks moved. Re-run on an idle machine, or lengthen --vitperf-duration-ms."
-        )
-    for line in [*clock_notes(session.measurements.values()), *measurement_notes(session.measurements)]:
-        tr.write_line(line)
-    if not session.workers:  # in one process; under xdist each worker's line says it
-        from pytest_vitperf.workers import time_account
-
-        tr.write_line("time: " + time_account(session.worker_record("this process")))
-    gemms = gemm_summary(session.measurements.values())
-    if len(gemms) > 2:  # more than the header
-        tr.write_sep("-", "vitperf GEMMs (cuBLAS through torch; TFLOPS of the product, TOPS for int8)")
-        for line in gemms:
-            tr.write_line(line)
-
-
-def _delay_banner(session: VitperfSession) -> list[str]:
-    """--vitperf-inject-delay, said loudly: the engines it names are slower on purpose."""
-    return [
-        f"!!! SENSITIVITY SELF-TEST: every {p} engine runs {rel:.1%} of its own time slower on purpose "
-        "(--vitperf-inject-delay); its speedups and verdicts say what this run can detect, not how fast it is !!!"
-        for p, rel in session.settings.inject_delay
-    ]
-
-
-def _workers(tr: Any, session: VitperfSession) -> None:
-    """Where each xdist worker ran, and any that went down (which fails the run)."""
-    if session.workers:
-        from pytest_vitperf.workers import busy_line, worker_summary
-
-        tr.write_sep("-", "vitperf workers (one GPU each; each family of a model and batch on one worker)")
-        for line in worker_summary(session.workers):
-            tr.write_line(line)
-        if session.placement.busy_s:
-            tr.write_line(busy_line(session.placement.busy_s, time.perf_counter() - session.started))
-    for lost in session.lost_workers:
-        tr.write_line(
-            f"vitperf: worker {lost}. What it measured is in no table or file and the run fails; run it again, "
-            "or in one process to see the error: pytest -n 0"
-        )
+    tail(terminalreporter, session)
 
 
 # -- xdist: one worker per GPU, a family per worker, results handed to the controller ----------
@@ -345,7 +270,9 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
         get_session(node.config).lost_workers.append(f"{node.gateway.id}: {str(error).strip().splitlines()[-1]}")
     data = getattr(node, "workeroutput", {}).get("vitperf")
     if data:
-        for m, nodeid in get_session(node.config).merge(data):
+        from pytest_vitperf.results import merge
+
+        for m, nodeid in merge(get_session(node.config), data):
             if nodeid:
                 add_to_pytest_benchmark(node.config, m, nodeid)  # one JSON: pytest-benchmark keeps none on workers
 
@@ -357,6 +284,7 @@ def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: di
     if not session.settings.enabled:
         return
     from pytest_vitperf.measure.env import software_versions
+    from pytest_vitperf.results import export, label
 
     backend = session.backend
     machine_info["vitperf"] = {
@@ -365,4 +293,5 @@ def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: di
         "backend_version": backend.version(),
         "versions": software_versions(),
         "process": asdict(session.worker_record("this process")),  # where its time went: vitperf ab's time line
+        "results": export(session, label(session)),  # what vitperf merge joins: every shard's, judged as one run
     }

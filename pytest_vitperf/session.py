@@ -4,11 +4,9 @@ speedup verdicts, baseline outcomes and writes). Deciding is done elsewhere: ver
 from __future__ import annotations
 
 import copy
-import json
 import math
 import secrets
 import time
-from dataclasses import asdict
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -55,6 +53,7 @@ class VitperfSession:
         self.accuracies: list[TaskAccuracy] = []
         self._measured_here: dict[tuple[str, str, int, str], str] = {}  # key -> nodeid
         self.workers: list[WorkerRecord] = []  # on the xdist controller: where each worker ran, and its start-up
+        self.devices: list[str] = []  # what the merged workers or shards ran on (results.merge)
         self._startup_s: dict[str, float] = {}  # "device" (torch import + CUDA probe) and each model's build
         self.started = time.perf_counter()
         self.measure_s = 0.0  # wall time spent warming up and timing engines and GEMMs
@@ -77,6 +76,7 @@ class VitperfSession:
         self.floors_judged = 0  # floors the collected tests will judge: they share the run's confidence
         self.waited_s = 0.0  # importing torch and timm, then waiting for its turn (--vitperf-wait-for)
         self.rows_gated = 0  # benchmark tests collected: the baseline gate's rows share its false-alarm rate
+        self.whole_run: list[Any] = []  # a shard's tests before it kept its share: what the counts above count
         self.seed = settings.seed if settings.seed is not None else secrets.randbelow(2**31)
         self.signal: int | None = None  # the SIGINT or SIGTERM that ended the run (plugin, outputs.finish)
         self.threads = 0  # this process's thread budget (workers.share_host)
@@ -355,41 +355,6 @@ class VitperfSession:
             waited_s=self.waited_s,
             threads=self.threads,
         )
-
-    def export(self, worker: str) -> dict[str, Any]:
-        """Results as plain data, for xdist workers to hand to the controller. Through JSON, since execnet sends
-        built-in types only: a str subclass in one spec (torch's TorchVersion) once took a worker's results down."""
-        data = {
-            "worker": asdict(self.worker_record(worker)),
-            "outcomes": [o.to_dict() for o in self.outcomes],
-            "writes": [w.to_dict() for w in self.writes],
-            "plans": [p.to_dict() for p in self.plans],
-            "accuracies": [a.to_dict() for a in self.accuracies],
-            "measurements": [
-                {**m.to_dict(), "nodeid": self._measured_here.get(k, "")} for k, m in self.measurements.items()
-            ],
-            "verdicts": [v.to_dict() for v in self.verdicts.values()],
-        }
-        return json.loads(json.dumps(data))
-
-    def merge(self, data: dict[str, Any]) -> list[tuple[Measurement, str]]:
-        """Take a worker's results; return its measurements with the node id of the test that took each."""
-        if "worker" in data:
-            self.workers.append(WorkerRecord(**data["worker"]))
-        self.outcomes += [Outcome.from_dict(o) for o in data.get("outcomes", [])]
-        self.writes += [Write.from_dict(w) for w in data.get("writes", [])]
-        self.plans += [PlanRecord(**p) for p in data.get("plans", [])]
-        from pytest_vitperf.verdicts.accuracy import TaskAccuracy  # numpy: not at plugin load
-
-        self.accuracies += [TaskAccuracy.from_dict(a) for a in data.get("accuracies", [])]
-        merged = []
-        for d in data.get("measurements", []):
-            m = Measurement.from_dict(d)
-            self.record(m)
-            merged.append((m, d.get("nodeid", "")))
-        for v in data.get("verdicts", []):
-            self.record_verdict(Verdict.from_dict(v))
-        return merged
 
 
 def _key(engine: Engine) -> tuple[str, str, int, str]:

@@ -215,16 +215,16 @@ def pytest_vitperf_model_built(config, name, model):
 
 
 def test_accuracies_travel_from_xdist_workers_to_the_summary() -> None:
-    import json
 
     from pytest_vitperf.core.settings import Settings
+    from pytest_vitperf.results import export, merge
     from pytest_vitperf.session import VitperfSession
 
     reference = torch.eye(3)
     acc = task_accuracy("fp8", "torch engine (cuda)", reference * 2, reference, torch.tensor([0, 1, 1]))
     worker, controller = VitperfSession(Settings()), VitperfSession(Settings())
     worker.accuracies.append(acc)
-    controller.merge(json.loads(json.dumps(worker.export("gw0"))))
+    merge(controller, export(worker, "gw0"))
     assert controller.accuracies == [acc]
 
 

@@ -14,7 +14,7 @@ from pytest_vitperf.options import FLAGS, OPTIONS
 
 yaml = pytest.importorskip("yaml")
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "github-actions"
-WORKFLOWS = {"nightly-tensorrt-upgrade.yml": ["compare", "compare"], "nightly-ab.yml": ["ab"]}
+WORKFLOWS = {"nightly-tensorrt-upgrade.yml": ["compare", "compare"], "nightly-ab.yml": ["ab"], "nightly-shards.yml": ["merge"]}
 
 
 def run_lines(name: str) -> str:
@@ -39,4 +39,4 @@ def test_every_vitperf_command_in_the_workflow_parses(name: str) -> None:
     for c in commands:
         args = [a.strip('"').replace("$old", "10.16.0").replace("$new", "11.4.0") for a in c[1:]]
         parsed = build_parser().parse_args(args)
-        assert parsed.command == "ab" or parsed.fail_on_regression or "--format" in args
+        assert parsed.command in ("ab", "merge") or parsed.fail_on_regression or "--format" in args

@@ -18,6 +18,7 @@ from pytest_vitperf.core.precision import PRECISIONS
 from pytest_vitperf.engines.models import MODEL_NAMES
 from pytest_vitperf.measure.measurement import Measurement, Spec
 from pytest_vitperf.report.tables import summary
+from pytest_vitperf.results import export
 from pytest_vitperf.verdicts.baselines.gate import to_baseline, write
 from pytest_vitperf.verdicts.baselines.store import JsonDirStorage
 from pytest_vitperf.workers import (
@@ -203,7 +204,7 @@ def test_a_worker_s_results_are_plain_data(tmp_path) -> None:
     s = VitperfSession(Settings())
     spec = Spec("gemm-m8-n8-k8", "fp16", 1, "torch", Version("2.11.0"), "NVIDIA H200", sm=90)
     s.record(Measurement(spec, (1.0, 2.0)), "suites/test_gemm.py::test_gemm_speed[x]")
-    data = s.export("gw0")
+    data = export(s, "gw0")
     assert type(data["measurements"][0]["spec"]["backend_version"]) is str
     execnet = pytest.importorskip("execnet")
     assert execnet.loads(execnet.dumps(data)) == data

@@ -159,6 +159,8 @@ def gemm_summary(measurements: Iterable[Measurement]) -> list[str]:
     bandwidth), the roof that bounds its arithmetic intensity, and its speedup over FP16 of the same operand mode on
     the same GPU; the datasheets and the operand mode under the table."""
     ms = [(shape, m) for m in measurements if (shape := shape_of(m.spec.options)) is not None]
+    if not ms:
+        return []
     ms.sort(key=lambda sm: (sm[0].layer, sm[0].n, sm[0].m, sm[0].k, sm[1].spec.model,
                             list(KINDS).index(sm[1].spec.precision)))  # fmt: skip
     fp16 = {(m.spec.model, m.spec.gpu_uuid): m for _, m in ms if m.spec.precision == "fp16"}

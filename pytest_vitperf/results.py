@@ -1,0 +1,118 @@
+"""A run's results as plain data, and back: what an xdist worker hands its controller, what a shard leaves in its
+--benchmark-json for `vitperf merge`, and the merge of either into one session whose verdicts are judged together."""
+
+from __future__ import annotations
+
+import json
+import socket
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from pytest_vitperf.core.files import FileError, read_json
+from pytest_vitperf.engines.plan import PlanRecord
+from pytest_vitperf.measure.measurement import Measurement
+from pytest_vitperf.session import VitperfSession
+from pytest_vitperf.verdicts.baselines.gate import Outcome, Write
+from pytest_vitperf.verdicts.floors import Verdict
+from pytest_vitperf.workers import WorkerRecord
+
+# What must be alike in every shard for their verdicts to be one run's: a shard judged at another confidence, or
+# gated at another false-alarm rate, is another run.
+ALIKE = ("confidence", "false_alarm", "noise_threshold", "inject_delay", "shards")
+
+
+def label(vs: VitperfSession) -> str:
+    """How a shard names itself in a merged report: its share of the run and its host."""
+    shard = vs.settings.shard
+    return f"shard {shard[0]}/{shard[1]} on {socket.gethostname()}" if shard else f"{socket.gethostname()}"
+
+
+def export(vs: VitperfSession, worker: str) -> dict[str, Any]:
+    """Results as plain data. Through JSON, since execnet sends built-in types only: a str subclass in one spec
+    (torch's TorchVersion) once took a worker's results down."""
+    s = vs.settings
+    data = {
+        "worker": asdict(vs.worker_record(worker)),
+        "workers": [asdict(w) for w in vs.workers],  # an xdist controller's, or a merge's
+        "devices": vs.devices or ([vs.device.describe()] if "device" in vs.__dict__ else []),
+        "settings": {
+            "confidence": s.confidence,
+            "false_alarm": s.false_alarm,
+            "noise_threshold": s.noise_threshold,
+            "inject_delay": [list(d) for d in s.inject_delay],
+            "shards": s.shard[1] if s.shard else 1,
+            "baseline_dir": str(s.baseline_dir) if s.baseline_dir else None,
+        },
+        "outcomes": [o.to_dict() for o in vs.outcomes],
+        "writes": [w.to_dict() for w in vs.writes],
+        "plans": [p.to_dict() for p in vs.plans],
+        "accuracies": [a.to_dict() for a in vs.accuracies],
+        "measurements": [{**m.to_dict(), "nodeid": vs.measured_by(k) or ""} for k, m in vs.measurements.items()],
+        "verdicts": [v.to_dict() for v in vs.verdicts.values()],
+    }
+    return json.loads(json.dumps(data))
+
+
+def merge(vs: VitperfSession, data: dict[str, Any]) -> list[tuple[Measurement, str]]:
+    """Take a worker's or a shard's results; return its measurements with the node id of the test that took each."""
+    workers = data.get("workers") or ([data["worker"]] if "worker" in data else [])
+    vs.workers += [WorkerRecord(**w) for w in workers]
+    vs.devices += [d for d in data.get("devices", []) if d not in vs.devices]
+    vs.outcomes += [Outcome.from_dict(o) for o in data.get("outcomes", [])]
+    vs.writes += [Write.from_dict(w) for w in data.get("writes", [])]
+    vs.plans += [PlanRecord(**p) for p in data.get("plans", [])]
+    from pytest_vitperf.verdicts.accuracy import TaskAccuracy  # numpy: not at plugin load
+
+    vs.accuracies += [TaskAccuracy.from_dict(a) for a in data.get("accuracies", [])]
+    merged = []
+    for d in data.get("measurements", []):
+        m = Measurement.from_dict(d)
+        vs.record(m)
+        merged.append((m, d.get("nodeid", "")))
+    for v in data.get("verdicts", []):
+        vs.record_verdict(Verdict.from_dict(v))
+    return merged
+
+
+class ResultsError(FileError):
+    """A file `vitperf merge` cannot take: not a run's --benchmark-json, or not of the same run as the others."""
+
+    kind = "results"
+
+
+def read_results(path: Path) -> dict[str, Any]:
+    """The results a run left in its --benchmark-json (machine_info.vitperf.results)."""
+    data = read_json(path, ResultsError)
+    results = data.get("machine_info", {}).get("vitperf", {}).get("results") if isinstance(data, dict) else None
+    if not isinstance(results, dict) or not isinstance(results.get("measurements"), list):
+        raise ResultsError(path, "holds no vitperf results: it is not the --benchmark-json of a pytest --gpu-bench "
+                                 "run. Write one per shard: pytest --gpu-bench --vitperf-shard K/N --benchmark-json "
+                                 "shard-K.json")  # fmt: skip
+    return results
+
+
+def merged(paths: list[Path]) -> VitperfSession:
+    """One session holding every shard's results. Shards of one run are judged alike and never measure one row
+    twice; anything else is refused, naming the file."""
+    from pytest_vitperf.core.settings import Settings
+
+    runs = [(p, read_results(p)) for p in paths]
+    first = runs[0][1]["settings"]
+    settings = Settings(enabled=True, confidence=first["confidence"], false_alarm=first["false_alarm"],
+                        noise_threshold=first["noise_threshold"],
+                        inject_delay=tuple((p, float(r)) for p, r in first["inject_delay"]),
+                        baseline_dir=Path(first["baseline_dir"]) if first["baseline_dir"] else None)  # fmt: skip
+    vs = VitperfSession(settings)
+    owner: dict[tuple[str, str, int, str], Path] = {}
+    for path, results in runs:
+        differs = [k for k in ALIKE if results["settings"].get(k) != first.get(k)]
+        if differs:
+            raise ResultsError(path, f"was run with other {', '.join(differs)} than {runs[0][0]}: shards of one run "
+                                     "take the same options but --vitperf-shard")  # fmt: skip
+        for m, _ in merge(vs, results):
+            if m.spec.key in owner:
+                raise ResultsError(path, f"measured {m.spec.label}, as {owner[m.spec.key]} did: shards of one run "
+                                         "never overlap; give each host its own K of one N (--vitperf-shard K/N)")
+            owner[m.spec.key] = path
+    return vs
