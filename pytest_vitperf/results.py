@@ -49,9 +49,15 @@ def export(vs: VitperfSession, worker: str) -> dict[str, Any]:
         "plans": [p.to_dict() for p in vs.plans],
         "accuracies": [a.to_dict() for a in vs.accuracies],
         "measurements": [{**m.to_dict(), "nodeid": vs.measured_by(k) or ""} for k, m in vs.measurements.items()],
-        "verdicts": [v.to_dict() for v in vs.verdicts.values()],
+        "verdicts": [{**v.to_dict(), "reference": _named(vs, v.reference), "candidate": _named(vs, v.candidate)}
+                     for v in vs.verdicts.values()],
     }
     return json.loads(json.dumps(data))
+
+
+def _named(vs: VitperfSession, m: Measurement) -> Any:
+    """A verdict's measurement by its key where "measurements" holds it (half of the file, else), or whole."""
+    return list(m.spec.key) if vs.measurements.get(m.spec.key) is m else m.to_dict()
 
 
 def merge(vs: VitperfSession, data: dict[str, Any]) -> list[tuple[Measurement, str]]:
@@ -70,8 +76,9 @@ def merge(vs: VitperfSession, data: dict[str, Any]) -> list[tuple[Measurement, s
         m = Measurement.from_dict(d)
         vs.record(m)
         merged.append((m, d.get("nodeid", "")))
+    mine = {m.spec.key: m for m, _ in merged}
     for v in data.get("verdicts", []):
-        vs.record_verdict(Verdict.from_dict(v))
+        vs.record_verdict(Verdict.from_dict(v, mine))
     return merged
 
 

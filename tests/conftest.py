@@ -77,6 +77,23 @@ def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.
     return pytester
 
 
+# A second, separately built BF16 engine judged against BF16 itself: an A/A pair on the CPU.
+AGAIN = """
+from dataclasses import replace
+
+from pytest_vitperf.core.precision import ALL_BACKENDS, get_precision, register
+
+bf16 = get_precision("bf16")
+register(replace(bf16.variant("bf16-again", "BF16, built again", bf16.recipe, backends=ALL_BACKENDS), reference="bf16"))
+"""
+
+
+@pytest.fixture
+def aa(suite: pytest.Pytester) -> pytest.Pytester:
+    suite.makeconftest(AGAIN)
+    return suite
+
+
 @pytest.fixture(scope="session")
 def shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A cache folder shared by the accuracy suite's runs of this test session: each recipe calibrates once."""

@@ -14,7 +14,11 @@ from pytest_vitperf.options import FLAGS, OPTIONS
 
 yaml = pytest.importorskip("yaml")
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "github-actions"
-WORKFLOWS = {"nightly-tensorrt-upgrade.yml": ["compare", "compare"], "nightly-ab.yml": ["ab"], "nightly-shards.yml": ["merge"]}
+WORKFLOWS = {
+    "nightly-tensorrt-upgrade.yml": ["compare", "compare"],
+    "nightly-ab.yml": ["ab"],
+    "nightly-shards.yml": ["merge"],
+}
 
 
 def run_lines(name: str) -> str:

@@ -9,29 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FAST
+from tests.conftest import AGAIN, FAST
 from tests.test_baselines_workflow import CONFTEST
-
-# A second, separately built BF16 engine judged against BF16 itself: an A/A pair on the CPU.
-AGAIN = """
-from dataclasses import replace
-
-from pytest_vitperf.core.precision import ALL_BACKENDS, get_precision, register
-
-bf16 = get_precision("bf16")
-register(replace(bf16.variant("bf16-again", "BF16, built again", bf16.recipe, backends=ALL_BACKENDS), reference="bf16"))
-"""
 
 
 def floors(path: Path, precision: str, min_speedup: float) -> None:
     entry = {"gpu": "*", "backend": "torch", "precision": precision, "min_speedup": min_speedup, "judged_in": "time"}
     path.write_text(json.dumps({"schema": 1, "floors": [entry]}))
-
-
-@pytest.fixture
-def aa(suite: pytest.Pytester) -> pytest.Pytester:
-    suite.makeconftest(AGAIN)
-    return suite
 
 
 def test_one_run_measures_the_whole_family_in_rounds(suite: pytest.Pytester) -> None:

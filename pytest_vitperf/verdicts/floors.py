@@ -247,8 +247,10 @@ class Verdict:
         }
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Verdict:
-        ref, cand = Measurement.from_dict(d["reference"]), Measurement.from_dict(d["candidate"])
+    def from_dict(cls, d: dict[str, Any], measured: dict[Any, Measurement] | None = None) -> Verdict:
+        """`measured`: the measurements that a verdict names by key (results.export); else it holds its own."""
+        ref, cand = (measured[tuple(d[k])] if isinstance(d[k], list) and measured is not None
+                     else Measurement.from_dict(d[k]) for k in ("reference", "candidate"))  # fmt: skip
         return cls(
             ref,
             cand,
