@@ -23,6 +23,7 @@ from pytest_vitperf.engines.models import NAME, canonical_model_name
 from pytest_vitperf.options import SHARE_DEVICES, THREADS, WAIT_FOR
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+INDUCTOR_THREADS = "TORCHINDUCTOR_COMPILE_THREADS"
 DURATIONS = "durations.json"  # in the cache folder: each test's seconds, for the next run's placement
 ENGINE_S, IMAGE_S, TEST_S = 10.0, 0.1, 3.0  # modelled_s
 # Balancing modes that would split a family across workers; the others (loadscope, loadfile, each) are kept.
@@ -155,24 +156,32 @@ def share_host(threads: int | None, run_gpus: int | None) -> tuple[int, Callable
 def use_threads(n: int) -> Callable[[], None]:
     """Hold this process, and what it starts (Inductor's compile workers, export processes: OpenMP, MKL and OpenBLAS
     read the environment), to `n` threads. Returns what puts the previous settings back."""
+    import sys
+
     import torch
-    import torch._inductor.config as inductor
     from threadpoolctl import threadpool_limits
 
-    old = (torch.get_num_threads(), inductor.compile_threads, {v: os.environ.get(v) for v in THREAD_VARIABLES})
+    # Inductor reads its variable when its config is first imported: a process that never compiles (--vitperf-compile
+    # off, the CPU tests' processes) does not pay for that import (1-3 s) to set it.
+    inductor = sys.modules.get("torch._inductor.config")
+    saved = {v: os.environ.get(v) for v in (*THREAD_VARIABLES, INDUCTOR_THREADS)}
+    old = (torch.get_num_threads(), getattr(inductor, "compile_threads", None), saved)
     # BLAS pools loaded already (numpy's OpenBLAS: the GEMM suite's float64 checks) read no environment again.
     # Left at every core, two workers' checks took 24 s against 6 s alone (2x H200, 2026-11-27).
     blas = threadpool_limits(n)
     torch.set_num_threads(n)
     with contextlib.suppress(RuntimeError):  # settable once, before any inter-op work: a process that began keeps it
         torch.set_num_interop_threads(n)
-    inductor.compile_threads = max(1, min(inductor.compile_threads or 1, n))
-    os.environ.update(dict.fromkeys(THREAD_VARIABLES, str(n)))
+    compile_threads = min(int(os.environ.get(INDUCTOR_THREADS) or n), n)
+    if inductor is not None:
+        setattr(inductor, "compile_threads", max(1, min(old[1] or 1, n)))  # noqa: B010  (a module's config)
+    os.environ.update({**dict.fromkeys(THREAD_VARIABLES, str(n)), INDUCTOR_THREADS: str(max(1, compile_threads))})
 
     def restore() -> None:
         blas.restore_original_limits()
         torch.set_num_threads(old[0])
-        inductor.compile_threads = old[1]
+        if inductor is not None:
+            setattr(inductor, "compile_threads", old[1])  # noqa: B010
         for var, value in old[2].items():
             if value is None:
                 os.environ.pop(var, None)

@@ -35,6 +35,7 @@ from pytest_vitperf.verdicts.ab import (
     order,
     pairs,
 )
+from pytest_vitperf.verdicts.baselines.sql import SqlStore
 from tests.test_baselines_workflow import CONFTEST, TEST
 
 
@@ -361,12 +362,19 @@ def test_vitperf_ab_finds_a_candidate_five_times_slower(
     # --resume: a run cut off while B's third process ran reruns that round whole, and nothing else
     logs = {p.name: p.stat().st_mtime_ns for p in work.glob("*.log")}
     (work / "round2-B.json").write_text('{"benchmarks": [')  # cut off mid-write
-    again = ["ab", "--a", a, "--b", b, "--rounds", "3",
+    store = pytester.path / "fleet.db"  # the verdicts of the resumed run also go to a store
+    again = ["ab", "--a", a, "--b", b, "--rounds", "3", "--store", str(store),
              "--threshold", "100%", "--work-dir", str(work), "--resume", "--", *suite]  # fmt: skip
     assert main(again) == EXIT_SLOWER
+    assert "verdicts added to the store" in capsys.readouterr().out
+    with SqlStore(store).engine.connect() as c:
+        assert c.exec_driver_sql("SELECT name, rounds, verdict FROM ab_rows").all() == [("test_vit fp32 b1", 3, SLOWER)]
     rerun = {name for name, t in logs.items() if (work / name).stat().st_mtime_ns != t}
     assert rerun == {"round2-A.log", "round2-B.log"}
     assert json.loads((work / "ab-run.json").read_text())["looks"] == 2  # the first run's look counts too
+    with pytest.raises(SystemExit):  # a store that cannot be: refused before any process
+        main([*again[:6], "mysql://host/db", *again[7:]])
+    assert "--store: mysql://host/db: a mysql URL" in capsys.readouterr().err
     assert main([*again[:4], sys.executable, *again[5:]]) == 2  # another candidate: not this run
     assert "holds a run of other sides or suites" in capsys.readouterr().err
 

@@ -5,6 +5,8 @@ OpenMP's, MKL's and OpenBLAS's variables."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -53,6 +55,19 @@ def test_use_threads_holds_torch_and_children_and_puts_them_back(monkeypatch: py
     assert set(blas_threads().values()) == {1}  # numpy's BLAS, loaded before: it reads no variable again
     restore()
     assert (torch.get_num_threads(), inductor.compile_threads, blas_threads()) == before
+    assert os.environ["OMP_NUM_THREADS"] == "7" and "MKL_NUM_THREADS" not in os.environ
+
+
+def test_a_budget_reaches_inductor_without_importing_it() -> None:
+    """A process that never compiles does not import Inductor's config to set its compile workers: the budget waits
+    in its variable, which Inductor reads when a compile imports it."""
+    script = (
+        "import sys; from pytest_vitperf.workers import use_threads; use_threads(2); "
+        "print('torch._inductor.config' in sys.modules); import torch._inductor.config as c; print(c.compile_threads)"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_COMPILE_THREADS"}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True).stdout
+    assert out.split() == ["False", "2"]
 
 
 def blas_threads() -> dict[str, int]:
@@ -60,7 +75,6 @@ def blas_threads() -> dict[str, int]:
     from threadpoolctl import threadpool_info
 
     return {i["filepath"]: i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
-    assert os.environ["OMP_NUM_THREADS"] == "7" and "MKL_NUM_THREADS" not in os.environ
 
 
 THREADS_SEEN = """

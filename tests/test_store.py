@@ -142,10 +142,29 @@ def test_a_store_of_the_first_schema_is_migrated_and_keeps_its_runs(tmp_path: Pa
     store.append([measured("fp16", 6.0)])
     assert store.counts() == (4, 7)
     with store.engine.connect() as c:
-        assert c.exec_driver_sql("SELECT version_num FROM alembic_version").scalar_one() == "0003"
+        assert c.exec_driver_sql("SELECT version_num FROM alembic_version").scalar_one() == "0004"
         old, new = c.exec_driver_sql("SELECT host, speedup FROM runs JOIN rows ON rows.run_id = runs.id "
                                      "WHERE precision = 'fp16' ORDER BY runs.id").all()[-2:]  # fmt: skip
     assert old == ("", None) and new[0]  # columns added since: empty for the old runs, filled for the new
+
+
+def test_ab_verdicts_land_as_one_run_of_their_own(store_url: str) -> None:
+    """`vitperf ab --store`: a run of its own, a row per judged row with B over A, its interval and verdict."""
+    from pytest_vitperf.verdicts.ab import SAME, SLOWER, Row
+    from pytest_vitperf.verdicts.stats import Interval
+
+    slower = Interval(1.012, 1.008, 1.016, 0.95, 12, 0.004, 0.001)
+    rows = [Row("vit_base fp8 b64", "latency", 12, slower, None, SLOWER, 0.006, "0"),
+            Row("vit_base fp16 b1", "latency", 2, None, None, SAME, float("inf"))]  # fmt: skip
+    facts = {"a": "python3", "b": "env X=1 python3", "device": "GPU 0", "threshold": 0.01, "confidence": 0.95}
+    store = SqlStore(store_url)
+    run = store.append_ab(rows, facts)
+    assert store.counts() == (1, 0)  # a run, and no measurement rows: its rows are verdicts
+    with store.engine.connect() as c:
+        got = c.exec_driver_sql("SELECT r.uid, a.name, a.gpu, a.ratio, a.ratio_low, a.detectable, a.verdict, a.side_b "
+                                "FROM ab_rows a JOIN runs r ON a.run_id = r.id ORDER BY a.name").all()  # fmt: skip
+    assert [tuple(g) for g in got] == [(run, "vit_base fp16 b1", None, None, None, None, SAME, "env X=1 python3"),
+                                       (run, "vit_base fp8 b64", "0", 1.012, 1.008, 0.006, SLOWER, "env X=1 python3")]
 
 
 def test_what_cannot_be_a_store_is_one_line(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from pytest_vitperf.cli import argtypes
 from pytest_vitperf.cli.ab_explain import LABEL, chosen, explain
 from pytest_vitperf.core import processes
 from pytest_vitperf.engines import INDUCTOR_PART, READY_PART, REPRODUCIBLE_PARTS
@@ -376,5 +377,7 @@ def add(sub: Any) -> None:
     ab.add_argument("--markdown", type=Path, help="write the table, e.g. for a pull-request comment")
     ab.add_argument("--json", type=Path, help="write the verdicts as JSON")
     ab.add_argument("--export", type=Path, help="write github-action-benchmark's customSmallerIsBetter input")
+    ab.add_argument("--store", type=argtypes.store, metavar="URL", help="add the verdicts to a store, as "
+                    "--vitperf-store's: sqlite:///FILE, a file, or postgresql+psycopg://HOST/DB")  # fmt: skip
     ab.add_argument("pytest_args", nargs="*", help="after --: the suites and pytest options, e.g. -- suites/")
     ab.set_defaults(func=_ab)

@@ -126,4 +126,9 @@ def report(rows: list[Row], device: str, rounds: int, looks: int, work: Path, ar
     for path, text in outputs.items():
         if path is not None:
             path.write_text(text)  # an OSError fails the command: a gate must not believe it wrote its verdicts
+    if args.store is not None:  # a StoreError fails it too (cli.main: one line, exit 2)
+        from pytest_vitperf.verdicts.baselines.sql import SqlStore
+
+        run = SqlStore(args.store).append_ab(rows, facts)
+        print(f"vitperf ab: verdicts added to the store {args.store} as run {run}")
     return code

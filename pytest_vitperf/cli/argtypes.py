@@ -48,3 +48,13 @@ def floor(text: str) -> tuple[str, float]:
     if not sep or name not in PRECISIONS or not floor > 0:
         raise argparse.ArgumentTypeError(f"{text!r} is not PRECISION=SPEEDUP, e.g. nvfp4=1.55")
     return name, floor
+
+
+def store(text: str) -> str:
+    """A store's URL (or a file that becomes a SQLite one), refused before any round runs if it cannot be one."""
+    from pytest_vitperf.verdicts.baselines.sql import url_problem
+
+    problem = url_problem(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"{text}: {problem}")
+    return text

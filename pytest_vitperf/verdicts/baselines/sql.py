@@ -13,6 +13,7 @@ either.
 from __future__ import annotations
 
 import importlib.util
+import math
 import socket
 import uuid
 from collections.abc import Iterable
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 
     import sqlalchemy as sa
 
+    from pytest_vitperf.verdicts.ab import Row
     from pytest_vitperf.verdicts.floors import Verdict
 
 MIGRATIONS = Path(__file__).parent / "migrations"
@@ -101,7 +103,8 @@ class SqlStore:
             command.upgrade(config, "head")
             # The tables as the migrations left them: the schema is written once, in versions/.
             meta = sa.MetaData()
-            self.runs, self.rows = (sa.Table(name, meta, autoload_with=connection) for name in ("runs", "rows"))
+            self.runs, self.rows, self.ab_rows = (sa.Table(name, meta, autoload_with=connection)
+                                                  for name in ("runs", "rows", "ab_rows"))  # fmt: skip
 
     @contextmanager
     def _locked(self) -> Iterator[sa.Connection]:
@@ -131,6 +134,23 @@ class SqlStore:
             if rows:
                 connection.execute(sa.insert(self.rows), [{"run_id": key, **r} for r in rows])
         return [f"run {run_id} ({len(rows)} rows)"]
+
+    def append_ab(self, rows: Iterable[Row], facts: dict[str, Any], when: datetime | None = None) -> str:
+        """One `vitperf ab` run: a `runs` row and its verdicts (B over A with its interval, per row and GPU), in one
+        transaction; its id."""
+        import sqlalchemy as sa
+
+        stamp = (when or datetime.now(timezone.utc)).isoformat(timespec="seconds")
+        run_id = str(uuid.uuid4())
+        run = {"uid": run_id, "time": stamp, "host": socket.gethostname(), "tool": f"vitperf ab ({tool()})"}
+        common = {"side_a": facts["a"], "side_b": facts["b"], "device": facts["device"],
+                  "threshold": facts["threshold"], "confidence": facts["confidence"]}  # fmt: skip
+        with self._said(), self.engine.begin() as connection:
+            (key,) = connection.execute(sa.insert(self.runs).values(**run)).inserted_primary_key or (None,)
+            values = [{"run_id": key, **common, **_ab_row(r)} for r in rows]
+            if values:
+                connection.execute(sa.insert(self.ab_rows), values)
+        return run_id
 
     def series(self) -> dict[tuple[str, str, str, str], list[Point]]:
         """(backend, GPU, model, entry) -> its points in time order, across backend versions."""
@@ -170,6 +190,13 @@ def _judged(v: Verdict | None) -> dict[str, Any]:
     interval = v.interval()
     return {"reference": v.reference.spec.precision, "speedup": v.speedup, "floor": v.floor, "verdict": v.outcome,
             "speedup_low": interval.low if interval else None, "speedup_high": interval.high if interval else None}
+
+
+def _ab_row(r: Row) -> dict[str, Any]:
+    i = r.interval
+    return {"name": r.name, "what": r.what, "gpu": r.gpu, "rounds": r.rounds, "verdict": r.verdict,
+            "ratio": i.estimate if i else None, "ratio_low": i.low if i else None, "ratio_high": i.high if i else None,
+            "detectable": r.detectable if math.isfinite(r.detectable) else None}  # fmt: skip
 
 
 def _first_line(exc: BaseException) -> str:
