@@ -216,16 +216,12 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    from pytest_vitperf.outputs import summary
+    from pytest_vitperf.outputs import interrupted, summary, tail
 
     session = get_session(config)
     summary(terminalreporter, session)
     if session.signal is not None:
-        from pytest_vitperf.outputs import interrupted
-
         terminalreporter.write_line(interrupted(session, config))
-    from pytest_vitperf.outputs import tail
-
     tail(terminalreporter, session)
 
 

@@ -20,12 +20,13 @@ from pytest_vitperf.workers import WorkerRecord
 # What must be alike in every shard for their verdicts to be one run's: a shard judged at another confidence, or
 # gated at another false-alarm rate, is another run.
 ALIKE = ("confidence", "false_alarm", "noise_threshold", "inject_delay", "shards")
+SHAPE = {"settings": dict, "measurements": list, "verdicts": list}  # what a merge reads of a shard's results
 
 
 def label(vs: VitperfSession) -> str:
     """How a shard names itself in a merged report: its share of the run and its host."""
     shard = vs.settings.shard
-    return f"shard {shard[0]}/{shard[1]} on {socket.gethostname()}" if shard else f"{socket.gethostname()}"
+    return f"shard {shard[0]}/{shard[1]} on {socket.gethostname()}" if shard else socket.gethostname()
 
 
 def export(vs: VitperfSession, worker: str) -> dict[str, Any]:
@@ -92,7 +93,7 @@ def read_results(path: Path) -> dict[str, Any]:
     """The results a run left in its --benchmark-json (machine_info.vitperf.results)."""
     data = read_json(path, ResultsError)
     results = data.get("machine_info", {}).get("vitperf", {}).get("results") if isinstance(data, dict) else None
-    if not isinstance(results, dict) or not isinstance(results.get("measurements"), list):
+    if not isinstance(results, dict) or not all(isinstance(results.get(k), t) for k, t in SHAPE.items()):
         raise ResultsError(path, "holds no vitperf results: it is not the --benchmark-json of a pytest --gpu-bench "
                                  "run. Write one per shard: pytest --gpu-bench --vitperf-shard K/N --benchmark-json "
                                  "shard-K.json")  # fmt: skip

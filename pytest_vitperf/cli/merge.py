@@ -45,4 +45,3 @@ def add(sub: Any) -> None:
     merge.add_argument("results", nargs="+", type=Path, metavar="JSON",
                        help="each shard's --benchmark-json")  # fmt: skip
     merge.set_defaults(func=_merge)
-

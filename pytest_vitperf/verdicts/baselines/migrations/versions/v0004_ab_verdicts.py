@@ -14,8 +14,8 @@ def upgrade() -> None:
         "ab_rows",
         sa.Column("id", sa.Integer, primary_key=True),
         sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
-        sa.Column("side_a", sa.String(500), nullable=False),
-        sa.Column("side_b", sa.String(500), nullable=False),
+        sa.Column("side_a", sa.Text, nullable=False),  # each side's command, as long as it is
+        sa.Column("side_b", sa.Text, nullable=False),
         sa.Column("device", sa.String(200), nullable=False),
         sa.Column("gpu", sa.String(40)),
         sa.Column("name", sa.String(200), nullable=False),
