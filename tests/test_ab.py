@@ -373,7 +373,7 @@ def test_vitperf_ab_finds_a_candidate_five_times_slower(
     assert rerun == {"round2-A.log", "round2-B.log"}
     assert json.loads((work / "ab-run.json").read_text())["looks"] == 2  # the first run's look counts too
     with pytest.raises(SystemExit):  # a store that cannot be: refused before any process
-        main([*again[:6], "mysql://host/db", *again[7:]])
+        main([*again[:8], "mysql://host/db", *again[9:]])
     assert "--store: mysql://host/db: a mysql URL" in capsys.readouterr().err
     assert main([*again[:4], sys.executable, *again[5:]]) == 2  # another candidate: not this run
     assert "holds a run of other sides or suites" in capsys.readouterr().err
