@@ -42,6 +42,7 @@ def export(vs: VitperfSession, worker: str) -> dict[str, Any]:
             "false_alarm": s.false_alarm,
             "noise_threshold": s.noise_threshold,
             "inject_delay": [list(d) for d in s.inject_delay],
+            "shard": s.shard[0] if s.shard else None,
             "shards": s.shard[1] if s.shard else 1,
             "baseline_dir": str(s.baseline_dir) if s.baseline_dir else None,
         },
@@ -123,4 +124,13 @@ def merged(paths: list[Path]) -> VitperfSession:
                 raise ResultsError(path, f"measured {m.spec.label}, as {owner[m.spec.key]} did: shards of one run "
                                          "never overlap; give each host its own K of one N (--vitperf-shard K/N)")
             owner[m.spec.key] = path
+    n = first["shards"]
+    shards = sorted(results["settings"].get("shard") or 0 for _, results in runs)
+    # Every shard once, or one whole run: a gate over part of a run passes what nobody measured.
+    if shards not in (list(range(1, n + 1)), [0]):
+        missing = sorted(set(range(1, n + 1)) - set(shards))
+        raise ResultsError(", ".join(map(str, paths)), f"are shard(s) {', '.join(map(str, shards))} of {n} (0: a run "
+                           f"without --vitperf-shard), {'missing ' + str(missing) if missing else 'not each once'}: "
+                           "a gate over part of a run passes what it never measured. Merge every shard's JSON once: "
+                           "vitperf merge shard-*.json")  # fmt: skip
     return vs

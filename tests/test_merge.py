@@ -60,6 +60,7 @@ def test_a_merge_refuses_what_is_not_one_runs_shards(aa: pytest.Pytester, capsys
         ([one, other], "was run with other confidence, shards than *one.json: shards of one run take the same*"),
         ([one, foreign], "holds no vitperf results*--vitperf-shard K/N --benchmark-json shard-K.json"),
         ([one, aa.path / "gone.json"], "*gone.json: cannot be read (No such file or directory)"),
+        ([one], "*one.json: are shard(s) 1 of 2 (0: *), missing [[]2]: a gate over part of a run passes what it*"),
     ]
     for files, message in cases:
         capsys.readouterr()
