@@ -124,25 +124,21 @@ class SqlStore:
         transaction; what was written, for the summary."""
         import sqlalchemy as sa
 
-        stamp = (when or datetime.now(timezone.utc)).isoformat(timespec="seconds")
         judged = {v.candidate.spec.key: v for v in verdicts}
         rows = [{**_row(m), **_judged(judged.get(m.spec.key))} for m in measurements]
-        run_id = str(uuid.uuid4())
-        run = {"uid": run_id, "time": stamp, "host": socket.gethostname(), "tool": tool()}
+        run = _run(when, tool())
         with self._said(), self.engine.begin() as connection:
             (key,) = connection.execute(sa.insert(self.runs).values(**run)).inserted_primary_key or (None,)
             if rows:
                 connection.execute(sa.insert(self.rows), [{"run_id": key, **r} for r in rows])
-        return [f"run {run_id} ({len(rows)} rows)"]
+        return [f"run {run['uid']} ({len(rows)} rows)"]
 
     def append_ab(self, rows: Iterable[Row], facts: dict[str, Any], when: datetime | None = None) -> str:
         """One `vitperf ab` run: a `runs` row and its verdicts (B over A with its interval, per row and GPU), in one
         transaction; its id."""
         import sqlalchemy as sa
 
-        stamp = (when or datetime.now(timezone.utc)).isoformat(timespec="seconds")
-        run_id = str(uuid.uuid4())
-        run = {"uid": run_id, "time": stamp, "host": socket.gethostname(), "tool": f"vitperf ab ({tool()})"}
+        run = _run(when, f"vitperf ab ({tool()})")
         common = {"side_a": facts["a"], "side_b": facts["b"], "device": facts["device"],
                   "threshold": facts["threshold"], "confidence": facts["confidence"]}  # fmt: skip
         with self._said(), self.engine.begin() as connection:
@@ -150,7 +146,7 @@ class SqlStore:
             values = [{"run_id": key, **common, **_ab_row(r)} for r in rows]
             if values:
                 connection.execute(sa.insert(self.ab_rows), values)
-        return run_id
+        return run["uid"]
 
     def series(self) -> dict[tuple[str, str, str, str], list[Point]]:
         """(backend, GPU, model, entry) -> its points in time order, across backend versions."""
@@ -173,6 +169,12 @@ class SqlStore:
             runs, rows = (connection.execute(sa.select(sa.func.count()).select_from(t)).scalar_one()
                           for t in (self.runs, self.rows))  # fmt: skip
         return int(runs), int(rows)
+
+
+def _run(when: datetime | None, by: str) -> dict[str, str]:
+    """A new `runs` row: a fresh UUID (so a run lands once), the time, the host and what wrote it."""
+    stamp = (when or datetime.now(timezone.utc)).isoformat(timespec="seconds")
+    return {"uid": str(uuid.uuid4()), "time": stamp, "host": socket.gethostname(), "tool": by}
 
 
 def _row(m: Measurement) -> dict[str, Any]:
