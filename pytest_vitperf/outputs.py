@@ -76,8 +76,9 @@ def settle(vs: VitperfSession) -> bool:
 def write_baselines(vs: VitperfSession) -> None:
     """Write or refresh the baselines of what this process measured, or (--vitperf-record-run) add it as a run."""
     from pytest_vitperf.verdicts.baselines.gate import measured_provenance, to_baseline, write
+    from pytest_vitperf.verdicts.baselines.store import JsonDirStorage
 
-    if vs.baselines is None:
+    if not isinstance(vs.baselines, JsonDirStorage):  # none, or a store: its rows are written with the run's
         return
     for key, m in vs.measurements.items():
         nodeid = vs.measured_by(key)
@@ -90,15 +91,22 @@ def write_history(vs: VitperfSession) -> None:
     """Append the run's medians to --vitperf-history's folder and --vitperf-store's database."""
     from filelock import Timeout
 
+    from pytest_vitperf.verdicts.baselines.gate import roles
     from pytest_vitperf.verdicts.baselines.history import open_history
     from pytest_vitperf.verdicts.baselines.sql import url_of
 
-    for where in (vs.settings.history, vs.settings.store and url_of(vs.settings.store)):
+    s = vs.settings
+    if s.inject_delay:  # slower on purpose: not a run of these engines, in no series and no baseline
+        return
+    found = roles(vs.measurements.values(), vs.outcomes, update=s.update_baselines, record=s.record_run)
+    for where in (s.history, s.store and url_of(s.store)):
         if where is None or not vs.measurements:
             continue
         try:
             history = open_history(where)
-            vs.history_written[str(where)] = history.append(vs.measurements.values(), verdicts=vs.verdicts.values())
+            vs.history_written[str(where)] = history.append(
+                vs.measurements.values(), verdicts=vs.verdicts.values(), roles=found, environment=vs.environment
+            )
         except (OSError, ValueError, Timeout) as exc:  # a history file or store that cannot be read: a ValueError
             vs.history_error.append(str(exc))
 
@@ -212,7 +220,13 @@ def tail(tr: Any, session: VitperfSession) -> None:
     if session.outcomes or session.writes:
         from pytest_vitperf.report.baselines import baseline_summary
 
-        tr.write_sep("-", f"vitperf baselines ({session.settings.baseline_dir})")
+        s = session.settings
+        if s.store_baselines and s.store:
+            from pytest_vitperf.verdicts.baselines.sql import shown
+
+            tr.write_sep("-", f"vitperf baselines (the runs in the store {shown(s.store)})")
+        else:
+            tr.write_sep("-", f"vitperf baselines ({s.baseline_dir})")
         for line in baseline_summary(session.outcomes, session.writes, session.settings.false_alarm):
             tr.write_line(line)
 

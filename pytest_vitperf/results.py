@@ -45,6 +45,8 @@ def export(vs: VitperfSession, worker: str) -> dict[str, Any]:
             "shard": s.shard[0] if s.shard else None,
             "shards": s.shard[1] if s.shard else 1,
             "baseline_dir": str(s.baseline_dir) if s.baseline_dir else None,
+            "store": s.store,
+            "store_baselines": s.store_baselines,
         },
         "outcomes": [o.to_dict() for o in vs.outcomes],
         "writes": [w.to_dict() for w in vs.writes],
@@ -111,7 +113,8 @@ def merged(paths: list[Path]) -> VitperfSession:
     settings = Settings(enabled=True, confidence=first["confidence"], false_alarm=first["false_alarm"],
                         noise_threshold=first["noise_threshold"],
                         inject_delay=tuple((p, float(r)) for p, r in first["inject_delay"]),
-                        baseline_dir=Path(first["baseline_dir"]) if first["baseline_dir"] else None)  # fmt: skip
+                        baseline_dir=Path(first["baseline_dir"]) if first["baseline_dir"] else None,
+                        store=first.get("store"), store_baselines=bool(first.get("store_baselines")))  # fmt: skip
     vs = VitperfSession(settings)
     owner: dict[tuple[str, str, int, str], Path] = {}
     for path, results in runs:

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from pytest_vitperf.engines.backends import Backend, Engine
     from pytest_vitperf.measure.env import Device
     from pytest_vitperf.verdicts.accuracy import OutputError, TaskAccuracy
-    from pytest_vitperf.verdicts.baselines.store import BaselineKey, JsonDirStorage
+    from pytest_vitperf.verdicts.baselines.store import BaselineKey, BaselineStorage
     from pytest_vitperf.verdicts.stats import Prior
 
 GPU_DEFAULTS = (("vit_base_patch16_224",), (1, 64))
@@ -309,11 +309,16 @@ class VitperfSession:
 
     # -- baselines ------------------------------------------------------------------------------
     @cached_property
-    def baselines(self) -> JsonDirStorage | None:
+    def baselines(self) -> BaselineStorage | None:
+        """Where the gate reads: the store's runs (--vitperf-store-baselines), or --vitperf-baseline-dir's files."""
         from pytest_vitperf.verdicts.baselines.store import JsonDirStorage
 
-        d = self.settings.baseline_dir
-        return JsonDirStorage(d) if d is not None else None
+        s = self.settings
+        if s.store_baselines and s.store:
+            from pytest_vitperf.verdicts.baselines.sql import SqlStore
+
+            return SqlStore(s.store)
+        return JsonDirStorage(s.baseline_dir) if s.baseline_dir is not None else None
 
     def spread_prior(self, key: BaselineKey, gpu_uuid: str) -> Prior | None:
         """The spread prior of the stored rows beside `key` (baselines/gate.prior_for), read once per GPU model."""

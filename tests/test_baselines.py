@@ -371,7 +371,7 @@ def test_calibrate_shows_the_moderated_spread_beside_the_rows_own(tmp_path: Path
     store = JsonDirStorage(tmp_path)
     store.put([replace(baseline(10.0, model=f"m{i}"), runs=runs(10.0, 10.0 + 0.1 * i, 9.95, 10.02)) for i in range(4)])
     priors: dict = {}
-    shown = spread_rows(tmp_path, 0.05, priors)
+    shown = spread_rows(JsonDirStorage(tmp_path), 0.05, priors)
     assert len(shown) == 4 and all(re.fullmatch(r"\d+\.\d\d% \(own \d+\.\d\d%\)", r[4]) for r in shown), shown
     ((_, board), prior), = priors.items()
     assert board == UUID and prior == matrix_prior(list(JsonDirStorage(tmp_path).all()), UUID)

@@ -262,3 +262,48 @@ def test_cold_runs_keep_baselines_of_their_own(project: pytest.Pytester) -> None
     project.runpytest(*ARGS, "--vitperf-cold").stdout.fnmatch_lines(
         ["test_vit * fp32 * 1 (cold) * unknown: 1 run(s) * unknown"]
     )
+
+
+def test_a_store_is_the_baseline_of_the_nights_after_it(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--vitperf-store-baselines: `vitperf calibrate --store` makes the first runs, every night adds one, a night the
+    gate flags stays out of the reference, and an accepted change starts a new baseline; an injected delay is caught
+    and lands nowhere."""
+    import sqlalchemy as sa
+
+    from pytest_vitperf.cli import main
+
+    monkeypatch.chdir(project.path)
+    store = [a for a in ARGS if not a.startswith("--vitperf-baseline-dir")] + ["--vitperf-store=fleet.db",
+                                                                                 "--vitperf-store-baselines"]
+    gate = [a for a in ARGS if a not in ("--gpu-bench", "-p", "no:cacheprovider") and "baseline-dir" not in a]
+    assert main(["calibrate", "--store", "fleet.db", "--runs", "3", "--quiet", "--", *gate]) == 0
+    assert re.search(r"test_vit +fp32 +1 +3 +\d+\.\d+% +\d+\.\d+% +- +\d{4}-\d\d-\d\d", capsys.readouterr().out)
+
+    def roles() -> list[str]:
+        with sa.create_engine(f"sqlite:///{project.path / 'fleet.db'}").connect() as c:
+            return list(c.exec_driver_sql("SELECT role FROM rows ORDER BY id").scalars())
+
+    r = project.runpytest(*store)  # a night like the others
+    r.stdout.fnmatch_lines(["*vitperf baselines (the runs in the store sqlite:///*fleet.db)*",
+                            "test_vit * fp32 * 1 * (3 runs) * within noise"])  # fmt: skip
+    assert r.ret == 0 and roles() == ["run"] * 4
+    monkeypatch.setenv("SLOWDOWN", "5")
+    r = project.runpytest(*store)
+    r.assert_outcomes(failed=1)
+    r.stdout.fnmatch_lines(["*latency regression: test_vit fp32 batch 1 *t on 4 runs*", "* REGRESSION"])
+    assert roles()[-1] == "flagged"
+    r = project.runpytest(*store)  # the slowdown again: still judged against the four nights before it
+    r.assert_outcomes(failed=1)
+    r.stdout.fnmatch_lines(["*t on 4 runs*"])
+    project.runpytest(*store, "--vitperf-update-baselines").assert_outcomes(passed=1)  # accepted: the new normal
+    assert roles()[-3:] == ["flagged", "flagged", "start"]
+    r = project.runpytest(*store)
+    r.stdout.fnmatch_lines(["test_vit * fp32 * 1 * (5 runs) * within noise"])  # pooled with the old group's spread
+    r = project.runpytest(*store, "--vitperf-inject-delay=fp32=90%", "--vitperf-regression-threshold=20%")
+    r.assert_outcomes(failed=1)
+    assert len(roles()) == 8  # caught, and in no series and no baseline
+    r = project.runpytest(*[a for a in store if not a.startswith("--vitperf-store=")])
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    r.stderr.fnmatch_lines(["ERROR: --vitperf-store-baselines: reads --vitperf-store's; give both"])

@@ -5,6 +5,7 @@ server's programs are missing the PostgreSQL half skips and says so, except wher
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import signal
@@ -13,6 +14,7 @@ import sys
 import tempfile
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -142,7 +144,7 @@ def test_a_store_of_the_first_schema_is_migrated_and_keeps_its_runs(tmp_path: Pa
     store.append([measured("fp16", 6.0)])
     assert store.counts() == (4, 7)
     with store.engine.connect() as c:
-        assert c.exec_driver_sql("SELECT version_num FROM alembic_version").scalar_one() == "0004"
+        assert c.exec_driver_sql("SELECT version_num FROM alembic_version").scalar_one() == "0005"
         old, new = c.exec_driver_sql("SELECT host, speedup FROM runs JOIN rows ON rows.run_id = runs.id "
                                      "WHERE precision = 'fp16' ORDER BY runs.id").all()[-2:]  # fmt: skip
     assert old == ("", None) and new[0]  # columns added since: empty for the old runs, filled for the new
@@ -204,3 +206,47 @@ def test_change_points_come_from_the_store_as_from_a_folder(tmp_path: Path, caps
         store.append([measured("fp16", v, "10.16" if i < 40 else "11.4")], T0 + timedelta(days=i))
     assert main(["history", url, "--fail-on-slowdown"]) == 1
     assert "run 41 (2026-12-11T02:00:00+00:00, torch 11.4)" in capsys.readouterr().out
+
+
+def test_a_rows_runs_in_the_store_are_its_baseline(store_url: str) -> None:
+    """--vitperf-store-baselines: the gate reads a row's runs in the store as it reads a baseline file's: a START begins
+    a new group (the reference), a FLAGGED run is left out, the newest MAX_RUNS count, and another GPU model's runs
+    are named, never judged with."""
+    from pytest_vitperf.verdicts.baselines.gate import COMPARED, ELSEWHERE, FLAGGED, START, judge, key_for, prior_for
+    from pytest_vitperf.verdicts.baselines.store import MAX_RUNS
+
+    store = SqlStore(store_url)
+    nights = [(6.50, None), (6.55, None), (6.48, None), (7.20, FLAGGED), (6.00, START), (6.05, None), (6.02, None)]
+    for day, (ms, role) in enumerate(nights):
+        m = measured("fp16", ms)
+        store.append([m, measured("fp8", 5.2)], T0 + timedelta(days=day), roles={key_for(m): role} if role else None,
+                     environment={"driver": f"58{day}"})  # fmt: skip
+    key = key_for(measured("fp16", 1.0))
+    got = SqlStore(store_url).get(key)  # another reader, as the next night's process is
+    assert got is not None and got.key == key
+    assert [(r.median_ms, r.group) for r in got.runs] == [(6.5, 0), (6.55, 0), (6.48, 0), (6.0, 1), (6.05, 1),
+                                                          (6.02, 1)]  # fmt: skip
+    assert got.value == pytest.approx(math.exp((math.log(6.0) + math.log(6.05) + math.log(6.02)) / 3))
+    assert got.environment == {"driver": "584"} and got.runs[0].date == "2026-11-01"  # the new baseline's first run
+    assert store.where(key).endswith("[torch 2.11.0, NVIDIA H100 80GB HBM3, vit_base_patch16_224 fp16/b64]")
+    assert sorted(b.key.entry for b in store.beside(key)) == ["fp16/b64", "fp8/b64"] == sorted(
+        b.key.entry for b in store.all())
+    assert prior_for(store, key, "") is None  # two rows: too few to lend a prior
+
+    o = judge(store, measured("fp16", 6.03), threshold=0.03, environment={"driver": "590"})
+    assert o.kind == COMPARED and o.comparison is not None and o.comparison.runs == 6
+    assert o.env_changes == ("driver 584 -> 590",) and o.failure is None
+
+    h200 = measured("fp16", 4.0)
+    h200 = replace(h200, spec=replace(h200.spec, device="NVIDIA H200"))
+    assert judge(store, h200, threshold=0.03, environment={}).kind == ELSEWHERE  # named, never judged with H100's
+    store.append([h200])
+    assert store.others(key_for(h200)) == [key]
+    assert judge(SqlStore(store_url), h200, threshold=0.03, environment={}).kind == COMPARED  # its own, now
+    h100 = key_for(measured("fp16", 1.0, "2.12.0"))
+    assert SqlStore(store_url).get(h100) is None and SqlStore(store_url).others(h100) == []
+
+    for day in range(MAX_RUNS + 2):
+        store.append([measured("fp8", 5.0 + day / 1000)], T0 + timedelta(days=10 + day))
+    fp8 = SqlStore(store_url).get(key_for(measured("fp8", 1.0)))
+    assert fp8 is not None and len(fp8.runs) == MAX_RUNS and fp8.runs[-1].median_ms == 5.0 + (MAX_RUNS + 1) / 1000

@@ -2,9 +2,11 @@
 
 It runs the suites K times, each a fresh process with --vitperf-record-run: every row's baseline gains K runs (a
 median each, with the GPU's UUID, its clock and the date), and the gate judges that row against their spread from
-then on (verdicts/baselines/compare.py). Then it prints each row's spread and the smallest slowdown the gate can
-see there, and, with --inject PRECISION=REL, gates one more process with a known delay on that precision and says
-whether it was caught.
+then on (verdicts/baselines/compare.py). With --store URL the runs go to a store instead, whose baselines are its
+runs (--vitperf-store-baselines): there every night's run adds to the spread as well.
+
+Then it prints each row's spread and the smallest slowdown the gate can see there, and, with --inject PRECISION=REL,
+gates one more process with a known delay on that precision and says whether it was caught.
 """
 
 from __future__ import annotations
@@ -20,12 +22,22 @@ from pytest_vitperf.cli import argtypes
 from pytest_vitperf.cli.baselines import DEFAULT_BASELINES
 from pytest_vitperf.core import processes
 from pytest_vitperf.report.tables import table
+from pytest_vitperf.verdicts.baselines.store import BaselineStorage
 from pytest_vitperf.verdicts.stats import Prior
 
 
 def _pytest(args: argparse.Namespace, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "pytest", "--gpu-bench", "-p", "no:cacheprovider",
-            f"--vitperf-baseline-dir={args.baseline_dir}", *args.pytest_args, *extra]  # fmt: skip
+    where = ([f"--vitperf-store={args.store}", "--vitperf-store-baselines"] if args.store else
+             [f"--vitperf-baseline-dir={args.baseline_dir}"])  # fmt: skip
+    return [sys.executable, "-m", "pytest", "--gpu-bench", "-p", "no:cacheprovider", *where, *args.pytest_args,
+            *extra]  # fmt: skip
+
+
+def _storage(args: argparse.Namespace) -> BaselineStorage:
+    from pytest_vitperf.verdicts.baselines.sql import SqlStore
+    from pytest_vitperf.verdicts.baselines.store import JsonDirStorage
+
+    return SqlStore(args.store) if args.store else JsonDirStorage(args.baseline_dir)
 
 
 def _run(cmd: list[str], quiet: bool) -> subprocess.CompletedProcess[str]:
@@ -47,22 +59,21 @@ def _calibrate(args: argparse.Namespace) -> int:
     except processes.Interrupted as exc:
         what = f"run {at[0]} of {args.runs} was cut off" if at[0] <= args.runs else "the delay check was cut off"
         print(f"vitperf calibrate: {exc} and every process it started has ended: {what}. The "
-              f"{min(at[0] - 1, args.runs)} run(s) before it stay in the baselines of {args.baseline_dir}; run "
-              f"again: {_again(args)}",
+              f"{min(at[0] - 1, args.runs)} run(s) before it stay in the baselines of "
+              f"{args.store or args.baseline_dir}; run again: {_again(args)}",
               file=sys.stderr)  # fmt: skip
         return exc.code
 
 
 def spread_rows(
-    root: Path, rate: float, priors: dict[tuple[Path, str], Prior | None] | None = None
+    storage: BaselineStorage, rate: float, priors: dict[tuple[Path, str], Prior | None] | None = None
 ) -> list[tuple[str, ...]]:
     """Every baseline row with runs: its runs on the board of its newest run, their spread, and the smallest slowdown
     the gate sees there (what compare() would judge a run of that board with). `priors` receives the matrix prior
-    of each folder and board."""
+    of each folder (backend version and GPU model) and board."""
     from pytest_vitperf.verdicts.baselines.compare import compare, matrix_prior
-    from pytest_vitperf.verdicts.baselines.store import JsonDirStorage
 
-    baselines = [b for b in JsonDirStorage(root).all() if b.runs]
+    baselines = [b for b in storage.all() if b.runs]
     priors = {} if priors is None else priors
     rows: list[tuple[str, ...]] = []
     for b in baselines:
@@ -93,7 +104,7 @@ def _runs(args: argparse.Namespace, at: list[int]) -> int:
                   f"again: {_again(args)}", file=sys.stderr)  # fmt: skip
             return 1
     priors: dict[tuple[Path, str], Prior | None] = {}
-    rows = spread_rows(args.baseline_dir, args.false_alarm, priors)
+    rows = spread_rows(_storage(args), args.false_alarm, priors)
     header = ("model", "precision", "batch", "runs", "spread (sd)", "can see", "board", "last run")
     for line in table(header, rows):
         print(line)
@@ -131,6 +142,8 @@ def add(sub: Any) -> None:
     cal = sub.add_parser("calibrate", help="measure the spread between fresh processes, stored beside the baselines")
     cal.add_argument("--runs", type=int, default=5, help="fresh processes to run (5)")
     cal.add_argument("--baseline-dir", type=Path, default=DEFAULT_BASELINES)
+    cal.add_argument("--store", type=argtypes.store, metavar="URL",
+                     help="record the runs in this store instead, and read its baselines (--vitperf-store-baselines)")
     cal.add_argument("--false-alarm", type=float, default=0.05, help="as --vitperf-false-alarm (0.05)")
     cal.add_argument("--inject", type=_inject, metavar="PRECISION=REL", help="then check a known delay is caught")
     cal.add_argument("--quiet", action="store_true", help="keep each run's output to itself")

@@ -44,6 +44,7 @@ class Settings:
     update_baselines: bool = False
     strict: bool = False
     record_run: bool = False
+    store_baselines: bool = False  # the gate reads the store's runs instead of baseline_dir's files
     kernels: bool = False
     cold: bool = False
     gemm_hot: bool = False

@@ -73,6 +73,7 @@ INJECT_DELAY = "--vitperf-inject-delay"
 FALSE_ALARM = "--vitperf-false-alarm"
 BOARD_SPREAD = "--vitperf-board-spread"
 RECORD_RUN = "--vitperf-record-run"
+STORE_BASELINES = "--vitperf-store-baselines"
 GEMM_HOT = "--vitperf-gemm-hot"
 WAIT_FOR = "--vitperf-wait-for"
 THREADS = "--vitperf-threads"
@@ -144,18 +145,9 @@ OPTIONS: tuple[_Option, ...] = (
         "warm-up time before sampling. Default: 2000 on a GPU (power-capped clocks take about 2 s "
         "to settle), 200 on a CPU.",
     ),
-    _Option(
-        DURATION_MS,
-        number(float, 0, "number of ms"),
-        "MS",
-        "minimum sampling time per benchmark. Default: 3000.",
-    ),
-    _Option(
-        MIN_ITERATIONS,
-        number(int, 1, "whole number"),
-        "N",
-        "minimum number of timed iterations per benchmark. Default: 10.",
-    ),
+    _Option(DURATION_MS, number(float, 0, "number of ms"), "MS", "minimum sampling time per benchmark. Default: 3000."),
+    _Option(MIN_ITERATIONS, number(int, 1, "whole number"), "N",
+            "minimum number of timed iterations per benchmark. Default: 10."),
     _Option(
         COMPILE,
         choice(COMPILE_MODES),
@@ -166,18 +158,9 @@ OPTIONS: tuple[_Option, ...] = (
         "two compiles of one engine differ by several percent; vitperf ab compiles so.",
     ),
     _Option(CACHE_DIR, parse_path, "DIR", "directory for engines and compile caches. Default: none (nothing written)."),
-    _Option(
-        FLOORS,
-        parse_path,
-        "FILE",
-        "speedup floors file. Default: floors.json beside the test module.",
-    ),
-    _Option(
-        BASELINE_DIR,
-        parse_path,
-        "DIR",
-        "baselines folder (<backend>/<version>/<gpu>/<model>.json). Default: baselines/ in the rootdir, if any.",
-    ),
+    _Option(FLOORS, parse_path, "FILE", "speedup floors file. Default: floors.json beside the test module."),
+    _Option(BASELINE_DIR, parse_path, "DIR", "baselines folder (<backend>/<version>/<gpu>/<model>.json). Default: "
+            "baselines/ in the rootdir, if any."),
     _Option(HISTORY, parse_path, "DIR", "append this run's medians to a history (<backend>/<version>/<gpu>/"
             "<model>.json, one run per entry), for `vitperf history DIR` to find steps across nightly runs. "
             "Default: none."),
@@ -329,6 +312,12 @@ FLAGS = (
         RECORD_RUN,
         "add this run's medians to their baselines' runs, keeping the baselines' values: the runs give the spread "
         "between processes that the gate judges with (`vitperf calibrate` runs this K times).",
+    ),
+    (
+        STORE_BASELINES,
+        f"judge each row against its earlier runs in {STORE}'s database instead of {BASELINE_DIR}'s files: its "
+        "newest runs on this GPU model and backend version, from every host, leaving out runs the gate flagged; "
+        f"{UPDATE_BASELINES} starts new baselines there. So a fleet's nights are the spread.",
     ),
     (
         KERNELS,

@@ -22,6 +22,7 @@ from pytest_vitperf.options import (
     RECORD_RUN,
     REPORT,
     STORE,
+    STORE_BASELINES,
     UNITS,
     UPDATE_BASELINES,
     WAIT_FOR,
@@ -42,14 +43,15 @@ def check_paths(s: Settings) -> None:
         (HISTORY, s.history, s.history and writable_folder_problem(s.history)),
         (STORE, s.store, s.store and _store_problem(s.store)),
         (REPORT, s.report, s.report and writable_folder_problem(s.report)),
-        (BASELINE_DIR, s.baseline_dir, s.baseline_dir and baseline_dir_problem(s)),
+        (BASELINE_DIR, s.baseline_dir, s.baseline_dir and not s.store_baselines and baseline_dir_problem(s)),
+        (STORE_BASELINES, "", s.store_baselines and not s.store and f"reads {STORE}'s; give both"),
         *((EXPORT, f"{fmt}={path}", writable_folder_problem(Path(path).parent)) for fmt, path in s.export),
         (WAIT_FOR, s.wait_for, s.wait_for and _folder_of_problem(s.wait_for)),
         (UNITS, s.units, s.units and not s.units.is_file() and "is not a file; give the units to run, one a line"),
     ]
     for flag, value, problem in problems:
         if problem:
-            raise pytest.UsageError(f"{flag} {value}: {problem}")
+            raise pytest.UsageError(f"{flag} {value}: {problem}" if value != "" else f"{flag}: {problem}")
 
 
 def _store_problem(url: str) -> str | None:

@@ -10,14 +10,17 @@ silently), and unreadable (a malformed baseline file fails the tests that need i
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
 from datetime import date
 from typing import Any
 
+from pytest_vitperf.core.files import FileError
 from pytest_vitperf.measure.measurement import Measurement
 from pytest_vitperf.verdicts.baselines.compare import (
     BOARD_SPREAD,
     FALSE_ALARM,
+    IMPROVEMENT,
     REGRESSION,
     Comparison,
     compare,
@@ -29,9 +32,9 @@ from pytest_vitperf.verdicts.baselines.store import (
     Baseline,
     BaselineFileError,
     BaselineKey,
+    BaselineStorage,
     JsonDirStorage,
     Run,
-    read_file,
 )
 from pytest_vitperf.verdicts.stats import Prior
 
@@ -39,6 +42,8 @@ COMPARED = "compared"
 MISSING = "missing"
 ELSEWHERE = "elsewhere"
 UNREADABLE = "unreadable"
+# What a run's row is to its row's baseline in a store (sql.baseline_runs reads them back).
+START, RUN, FLAGGED = "start", "run", "flagged"
 # Environment facts that change performance without changing the baseline's key.
 _FINGERPRINT = ("driver", "cuda_runtime", "torch", "modelopt", "tensorrt", "tensorrt-rtx", "power_limit_w")
 
@@ -106,7 +111,7 @@ def _source(b: Baseline) -> str:
 
 
 def judge(
-    storage: JsonDirStorage,
+    storage: BaselineStorage,
     m: Measurement,
     *,
     threshold: float,
@@ -124,13 +129,13 @@ def judge(
     try:
         baseline = storage.get(key)
         others = storage.others(key) if baseline is None else []
-    except BaselineFileError as exc:
-        return Outcome(key, UNREADABLE, m.median, note=str(exc), failure=UNREADABLE)
+    except FileError as exc:  # a malformed baseline file, or a store that cannot be read
+        return unreadable(m, exc)
     if baseline is None and others:
         gpus = ", ".join(sorted({o.gpu for o in others}))
         return Outcome(key, ELSEWHERE, m.median, note=f"baselines exist only for {gpus}; not compared with {key.gpu}")
     if baseline is None:
-        note = f"no baseline at {storage.path(key)} [{key.entry}]"
+        note = f"no baseline at {storage.where(key)}"
         return Outcome(key, MISSING, m.median, note=note, failure=MISSING if strict and not updating else None)
     current = m.mean if baseline.statistic == "mean" and not baseline.runs else m.median  # as a published mean
     c = compare(baseline, current, current_mhz=m.sm_mhz, gpu_uuid=m.spec.gpu_uuid or "", threshold=threshold,
@@ -144,17 +149,31 @@ def judge(
     return Outcome(key, COMPARED, current, c, _source(baseline), "", changes, failure)
 
 
-def prior_for(storage: JsonDirStorage, key: BaselineKey, gpu_uuid: str) -> Prior | None:
+def unreadable(m: Measurement, exc: FileError) -> Outcome:
+    return Outcome(key_for(m), UNREADABLE, m.median, note=str(exc), failure=UNREADABLE)
+
+
+def prior_for(storage: BaselineStorage, key: BaselineKey, gpu_uuid: str) -> Prior | None:
     """The spread prior of every row stored for the key's backend version and GPU model (compare.matrix_prior), so
-    that a row's verdict does not hang on which other tests a run selects. Unreadable files lend nothing: each row's
-    own judgement reports them."""
-    rows: list[Baseline] = []
-    for f in sorted(storage.path(key).parent.glob("*.json")):
-        try:
-            rows += read_file(f).values()
-        except BaselineFileError:
-            continue
-    return matrix_prior(rows, gpu_uuid)
+    that a row's verdict does not hang on which other tests a run selects. What cannot be read lends nothing: each
+    row's own judgement reports it."""
+    try:
+        return matrix_prior(storage.beside(key), gpu_uuid)
+    except FileError:
+        return None
+
+
+def roles(
+    measured: Iterable[Measurement], outcomes: Iterable[Outcome], *, update: bool, record: bool
+) -> dict[BaselineKey, str]:
+    """What each row of this run is to its baseline in a store: the start of a new one (--vitperf-update-baselines),
+    one more run of it (--vitperf-record-run, or judged within noise), or FLAGGED where the gate found a change, so
+    that a regression does not become the reference of the nights after it until a baseline is started anew."""
+    keys = [key_for(m) for m in measured]
+    if update or record:
+        return dict.fromkeys(keys, START if update else RUN)
+    changed = {o.key for o in outcomes if o.comparison is not None and o.comparison.change in (REGRESSION, IMPROVEMENT)}
+    return {k: FLAGGED if k in changed else RUN for k in keys}
 
 
 def settle_outcomes(outcomes: list[Outcome], rate: float, *, updating: bool = False) -> list[Outcome]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -116,7 +116,13 @@ class History(Protocol):
     """Where runs' medians accumulate: a folder of JSON files (this module), or a database (sql.SqlStore)."""
 
     def append(
-        self, measurements: Iterable[Measurement], when: datetime | None = None, verdicts: Iterable[Verdict] = ()
+        self,
+        measurements: Iterable[Measurement],
+        when: datetime | None = None,
+        verdicts: Iterable[Verdict] = (),
+        *,
+        roles: Mapping[BaselineKey, str] | None = None,
+        environment: Mapping[str, Any] | None = None,
     ) -> list[str]: ...
 
     def series(self) -> dict[tuple[str, str, str, str], list[Point]]: ...
@@ -129,9 +135,15 @@ class Folder:
     root: Path
 
     def append(
-        self, measurements: Iterable[Measurement], when: datetime | None = None, verdicts: Iterable[Verdict] = ()
+        self,
+        measurements: Iterable[Measurement],
+        when: datetime | None = None,
+        verdicts: Iterable[Verdict] = (),
+        *,
+        roles: Mapping[BaselineKey, str] | None = None,
+        environment: Mapping[str, Any] | None = None,
     ) -> list[str]:
-        """The medians; a folder does not keep the verdicts."""
+        """The medians; a folder keeps neither the verdicts nor the rows' roles in their baselines."""
         return [str(p) for p in append(self.root, measurements, when)]
 
     def series(self) -> dict[tuple[str, str, str, str], list[Point]]:

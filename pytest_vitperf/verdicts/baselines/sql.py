@@ -7,12 +7,15 @@ so a run lands once. The schema is Alembic's (migrations/, applied on open, unde
 new store at once do not race to create it).
 
 `series()` gives the same points as a --vitperf-history folder, so `vitperf history` and its change points read
-either.
+either. With --vitperf-store-baselines the store is also the gate's baseline storage (store.BaselineStorage): a
+row's baseline is its newest runs in the store on its GPU model and backend version, each row's `role` saying what
+it is to that baseline (`baseline_runs`).
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 import socket
 import uuid
@@ -24,11 +27,12 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_vitperf.core.files import FileError
 from pytest_vitperf.measure.measurement import Measurement
-from pytest_vitperf.verdicts.baselines.gate import key_for, tool
+from pytest_vitperf.verdicts.baselines.gate import FLAGGED, RUN, START, key_for, tool
 from pytest_vitperf.verdicts.baselines.history import Point, entry_of
+from pytest_vitperf.verdicts.baselines.store import MAX_RUNS, Baseline, BaselineKey, Run
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Mapping
 
     import sqlalchemy as sa
 
@@ -49,6 +53,13 @@ def url_of(where: str | Path) -> str:
     if "://" in text:
         return text
     return f"sqlite:///{Path(text).expanduser().resolve()}"
+
+
+def shown(where: str | Path) -> str:
+    """The store's URL as a summary may print it: its password hidden."""
+    import sqlalchemy as sa
+
+    return sa.engine.make_url(url_of(where)).render_as_string(hide_password=True)
 
 
 def url_problem(where: str) -> str | None:
@@ -76,7 +87,8 @@ class SqlStore:
         sqlite = self.url.startswith("sqlite")
         # SQLite: wait for another writer's transaction rather than fail at once.
         self.engine = sa.create_engine(self.url, connect_args={"timeout": 120} if sqlite else {})
-        self.where = sa.engine.make_url(self.url).render_as_string(hide_password=True)
+        self.shown = shown(self.url)
+        self._baselines: dict[tuple[str, str, str], dict[tuple[str, str], Baseline]] = {}
         with self._said():
             self._migrate()
 
@@ -88,7 +100,7 @@ class SqlStore:
         try:
             yield
         except sa.exc.SQLAlchemyError as exc:
-            raise StoreError(self.where, _first_line(exc)) from None
+            raise StoreError(self.shown, _first_line(exc)) from None
 
     def _migrate(self) -> None:
         """Bring the schema to Alembic's head, one opener at a time."""
@@ -118,20 +130,30 @@ class SqlStore:
             yield connection
 
     def append(
-        self, measurements: Iterable[Measurement], when: datetime | None = None, verdicts: Iterable[Verdict] = ()
+        self,
+        measurements: Iterable[Measurement],
+        when: datetime | None = None,
+        verdicts: Iterable[Verdict] = (),
+        *,
+        roles: Mapping[BaselineKey, str] | None = None,
+        environment: Mapping[str, Any] | None = None,
     ) -> list[str]:
-        """One run with a row per measurement, each with its speedup and floor verdict where it has one, in one
-        transaction; what was written, for the summary."""
+        """One run with a row per measurement, each with its speedup and floor verdict where it has one and its role
+        in its baseline (gate.roles; RUN where none is given), in one transaction; what was written, for the
+        summary."""
         import sqlalchemy as sa
 
         judged = {v.candidate.spec.key: v for v in verdicts}
-        rows = [{**_row(m), **_judged(judged.get(m.spec.key))} for m in measurements]
-        run = _run(when, tool())
+        roles = roles or {}
+        rows = [{**_row(m), **_judged(judged.get(m.spec.key)), "role": roles.get(key_for(m), RUN)}
+                for m in measurements]  # fmt: skip
+        run = {**_run(when, tool()), "environment": json.dumps(dict(environment or {}), sort_keys=True, default=str)}
         with self._said(), self.engine.begin() as connection:
             (key,) = connection.execute(sa.insert(self.runs).values(**run)).inserted_primary_key or (None,)
             if rows:
                 connection.execute(sa.insert(self.rows), [{"run_id": key, **r} for r in rows])
-        return [f"run {run['uid']} ({len(rows)} rows)"]
+        starts = sum(r["role"] == START for r in rows)
+        return [f"run {run['uid']} ({len(rows)} rows" + (f", {starts} starting new baselines)" if starts else ")")]
 
     def append_ab(self, rows: Iterable[Row], facts: dict[str, Any], when: datetime | None = None) -> str:
         """One `vitperf ab` run: a `runs` row and its verdicts (B over A with its interval, per row and GPU), in one
@@ -161,6 +183,65 @@ class SqlStore:
                 out.setdefault((r["backend"], r["gpu"], r["model"], r["entry"]), []).append(point)
         return dict(sorted(out.items()))
 
+    # -- the store as the gate's baselines (store.BaselineStorage) ---------------------------------------------
+    def where(self, key: BaselineKey) -> str:
+        return f"{self.shown} [{key.backend} {key.backend_version}, {key.gpu}, {key.model} {key.entry}]"
+
+    def get(self, key: BaselineKey) -> Baseline | None:
+        return self._beside(key).get((key.model, key.entry))
+
+    def beside(self, key: BaselineKey) -> list[Baseline]:
+        return list(self._beside(key).values())
+
+    def others(self, key: BaselineKey) -> list[BaselineKey]:
+        """The key on the other GPU models that have runs of it."""
+        import sqlalchemy as sa
+
+        rows = self.rows
+        same = (rows.c.backend == key.backend, rows.c.backend_version == key.backend_version,
+                rows.c.model == key.model, rows.c.entry == key.entry, rows.c.gpu != key.gpu)  # fmt: skip
+        with self._said(), self.engine.connect() as connection:
+            gpus = connection.execute(sa.select(rows.c.gpu).where(*same).distinct().order_by(rows.c.gpu)).scalars()
+            return [BaselineKey(key.backend, key.backend_version, g, key.model, key.precision, key.batch, key.cold)
+                    for g in gpus]  # fmt: skip
+
+    def all(self) -> Iterator[Baseline]:
+        import sqlalchemy as sa
+
+        rows = self.rows
+        with self._said(), self.engine.connect() as connection:
+            where = connection.execute(sa.select(rows.c.backend, rows.c.backend_version, rows.c.gpu).distinct()).all()
+        for backend, version, gpu in sorted(where):
+            yield from self._beside(BaselineKey(backend, version, gpu, "", "", 1)).values()
+
+    def _beside(self, key: BaselineKey) -> dict[tuple[str, str], Baseline]:
+        """Every row's baseline on the key's backend version and GPU model, read once per store object (as a
+        baselines folder's files are)."""
+        where = (key.backend, key.backend_version, key.gpu)
+        if where not in self._baselines:
+            self._baselines[where] = baseline_runs(self._runs_of(*where), self.shown)
+        return self._baselines[where]
+
+    def _runs_of(self, backend: str, version: str, gpu: str) -> list[dict[str, Any]]:
+        """The newest MAX_RUNS rows of each (model, entry) that a baseline may hold (not FLAGGED), oldest first."""
+        import sqlalchemy as sa
+
+        rows, runs = self.rows, self.runs
+        newest = sa.func.row_number().over(partition_by=(rows.c.model, rows.c.entry), order_by=runs.c.id.desc())
+        picked = (
+            sa.select(rows.c.model, rows.c.entry, rows.c.precision, rows.c.batch, rows.c.median_ms, rows.c.gpu_uuid,
+                      rows.c.sm_mhz, rows.c.role, runs.c.id.label("run"), runs.c.time, runs.c.environment,
+                      newest.label("k"))
+            .join(runs, rows.c.run_id == runs.c.id)
+            .where(rows.c.backend == backend, rows.c.backend_version == version, rows.c.gpu == gpu,
+                   sa.or_(rows.c.role.is_(None), rows.c.role != FLAGGED))
+            .subquery()
+        )  # fmt: skip
+        query = sa.select(picked).where(picked.c.k <= MAX_RUNS).order_by(picked.c.run)
+        with self._said(), self.engine.connect() as connection:
+            return [{**r, "backend": backend, "backend_version": version, "gpu": gpu}
+                    for r in connection.execute(query).mappings()]  # fmt: skip
+
     def counts(self) -> tuple[int, int]:
         """How many runs and rows the store holds."""
         import sqlalchemy as sa
@@ -169,6 +250,32 @@ class SqlStore:
             runs, rows = (connection.execute(sa.select(sa.func.count()).select_from(t)).scalar_one()
                           for t in (self.runs, self.rows))  # fmt: skip
         return int(runs), int(rows)
+
+
+def baseline_runs(rows: Iterable[Mapping[str, Any]], source: str) -> dict[tuple[str, str], Baseline]:
+    """The baselines that a store's rows make, by (model, entry), from rows in run order: a START row begins a new
+    group (the new normal, as a refreshed baseline file does), the newest group is the reference, and the value is
+    its geometric mean; the environment and date are those of its first run."""
+    by_row: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for r in rows:
+        by_row.setdefault((r["model"], r["entry"]), []).append(r)
+    out = {}
+    for (model, entry), found in by_row.items():
+        group, runs = 0, []
+        for r in found:
+            group += r["role"] == START
+            runs.append(Run(float(r["median_ms"]), str(r["time"])[:10], r["gpu_uuid"] or "", r["sm_mhz"], group))
+        first = next(r for r, run in zip(found, runs, strict=True) if run.group == group)
+        reference = [run.median_ms for run in runs if run.group == group]
+        key = BaselineKey(first["backend"], first["backend_version"], first["gpu"], model, first["precision"],
+                          int(first["batch"]), entry.endswith("/cold"))  # fmt: skip
+        out[(model, entry)] = Baseline(
+            key, "median", math.exp(math.fsum(map(math.log, reference)) / len(reference)),
+            environment=json.loads(first["environment"] or "{}"),
+            provenance={"kind": "store", "source": source, "date": str(first["time"])},
+            runs=tuple(runs),
+        )  # fmt: skip
+    return out
 
 
 def _run(when: datetime | None, by: str) -> dict[str, str]:

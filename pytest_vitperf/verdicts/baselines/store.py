@@ -211,9 +211,16 @@ def read_file(path: Path) -> dict[str, Baseline]:
 
 
 class BaselineStorage(Protocol):
+    """Where the gate reads baselines: a folder of these files (JsonDirStorage), or the runs of a store
+    (sql.SqlStore, --vitperf-store-baselines). A store is written only as a run is appended to it."""
+
     def get(self, key: BaselineKey) -> Baseline | None: ...
 
-    def put(self, baselines: list[Baseline]) -> None: ...
+    def others(self, key: BaselineKey) -> list[BaselineKey]: ...
+
+    def beside(self, key: BaselineKey) -> list[Baseline]: ...
+
+    def where(self, key: BaselineKey) -> str: ...
 
     def all(self) -> Iterator[Baseline]: ...
 
@@ -227,6 +234,9 @@ class JsonDirStorage:
 
     def path(self, key: BaselineKey) -> Path:
         return self.root / key.relpath()
+
+    def where(self, key: BaselineKey) -> str:
+        return f"{self.path(key)} [{key.entry}]"
 
     def _read(self, path: Path) -> dict[str, Baseline]:
         if path not in self._cache:
@@ -246,6 +256,17 @@ class JsonDirStorage:
             b = read_file(f).get(key.entry)
             if b is not None:
                 out.append(b.key)
+        return out
+
+    def beside(self, key: BaselineKey) -> list[Baseline]:
+        """Every baseline of the key's backend version and GPU model (its folder). A file that cannot be read lends
+        nothing here: the gate reports it on the rows it holds."""
+        out: list[Baseline] = []
+        for f in sorted(self.path(key).parent.glob("*.json")):
+            try:
+                out += read_file(f).values()
+            except BaselineFileError:
+                continue
         return out
 
     def put(self, baselines: list[Baseline]) -> None:
