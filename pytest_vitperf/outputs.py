@@ -36,11 +36,12 @@ def finish(session: pytest.Session, vs: VitperfSession) -> None:
         except OSError as exc:
             vs.export_errors.append(f"{vs.settings.cache_dir / DURATIONS}: {exc.strerror or exc} (the next -n run "
                                     "deals its units by the model instead)")  # fmt: skip
+    regressed = settle(vs)  # before the history: a row only the matrix flags is kept out of a store's baselines
     write_history(vs)
     write_exports(vs)
     if vs.settings.report is not None and vs.measurements:
         write_report(vs)
-    if settle(vs) and session.exitstatus == pytest.ExitCode.OK:
+    if regressed and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
     failed_write = bool(vs.history_error or vs.export_errors or vs.lost_workers)
     failed_write |= any(w.error is not None for w in vs.writes)
