@@ -233,6 +233,10 @@ def test_a_rows_runs_in_the_store_are_its_baseline(store_url: str) -> None:
         b.key.entry for b in store.all())
     assert prior_for(store, key, "") is None  # two rows: too few to lend a prior
 
+    with store.engine.begin() as c:  # a run whose environment another writer left unreadable lends no note
+        c.exec_driver_sql("UPDATE runs SET environment = '{not json' WHERE id = 1")
+    fp8 = SqlStore(store_url).get(key_for(measured("fp8", 1.0)))  # its baseline's first run is that one
+    assert fp8 is not None and fp8.environment == {} and len(fp8.runs) == 7
     o = judge(store, measured("fp16", 6.03), threshold=0.03, environment={"driver": "590"})
     assert o.kind == COMPARED and o.comparison is not None and o.comparison.runs == 6
     assert o.env_changes == ("driver 584 -> 590",) and o.failure is None

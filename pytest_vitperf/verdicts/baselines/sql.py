@@ -271,11 +271,20 @@ def baseline_runs(rows: Iterable[Mapping[str, Any]], source: str) -> dict[tuple[
                           int(first["batch"]), entry.endswith("/cold"))  # fmt: skip
         out[(model, entry)] = Baseline(
             key, "median", math.exp(math.fsum(map(math.log, reference)) / len(reference)),
-            environment=json.loads(first["environment"] or "{}"),
+            environment=_environment(first["environment"]),
             provenance={"kind": "store", "source": source, "date": str(first["time"])},
             runs=tuple(runs),
         )  # fmt: skip
     return out
+
+
+def _environment(text: str | None) -> dict[str, Any]:
+    """A run's stored environment; one that another writer left unreadable lends no "driver X -> Y" note."""
+    try:
+        found = json.loads(text or "{}")
+    except ValueError:
+        return {}
+    return found if isinstance(found, dict) else {}
 
 
 def _run(when: datetime | None, by: str) -> dict[str, str]:
