@@ -188,10 +188,10 @@ class SqlStore:
         return f"{self.shown} [{key.backend} {key.backend_version}, {key.gpu}, {key.model} {key.entry}]"
 
     def get(self, key: BaselineKey) -> Baseline | None:
-        return self._beside(key).get((key.model, key.entry))
+        return self._beside(key.backend, key.backend_version, key.gpu).get((key.model, key.entry))
 
     def beside(self, key: BaselineKey) -> list[Baseline]:
-        return list(self._beside(key).values())
+        return list(self._beside(key.backend, key.backend_version, key.gpu).values())
 
     def others(self, key: BaselineKey) -> list[BaselineKey]:
         """The key on the other GPU models that have runs of it."""
@@ -212,14 +212,14 @@ class SqlStore:
         with self._said(), self.engine.connect() as connection:
             where = connection.execute(sa.select(rows.c.backend, rows.c.backend_version, rows.c.gpu).distinct()).all()
         for backend, version, gpu in sorted(where):
-            yield from self._beside(BaselineKey(backend, version, gpu, "", "", 1)).values()
+            yield from self._beside(backend, version, gpu).values()
 
-    def _beside(self, key: BaselineKey) -> dict[tuple[str, str], Baseline]:
-        """Every row's baseline on the key's backend version and GPU model, read once per store object (as a
-        baselines folder's files are)."""
-        where = (key.backend, key.backend_version, key.gpu)
+    def _beside(self, backend: str, version: str, gpu: str) -> dict[tuple[str, str], Baseline]:
+        """Every row's baseline on a backend version and GPU model, read once per store object (as a baselines
+        folder's files are)."""
+        where = (backend, version, gpu)
         if where not in self._baselines:
-            self._baselines[where] = baseline_runs(self._runs_of(*where), self.shown)
+            self._baselines[where] = baseline_runs(self._runs_of(*where), where, self.shown)
         return self._baselines[where]
 
     def _runs_of(self, backend: str, version: str, gpu: str) -> list[dict[str, Any]]:
@@ -239,8 +239,7 @@ class SqlStore:
         )  # fmt: skip
         query = sa.select(picked).where(picked.c.k <= MAX_RUNS).order_by(picked.c.run)
         with self._said(), self.engine.connect() as connection:
-            return [{**r, "backend": backend, "backend_version": version, "gpu": gpu}
-                    for r in connection.execute(query).mappings()]  # fmt: skip
+            return [dict(r) for r in connection.execute(query).mappings()]
 
     def counts(self) -> tuple[int, int]:
         """How many runs and rows the store holds."""
@@ -252,10 +251,12 @@ class SqlStore:
         return int(runs), int(rows)
 
 
-def baseline_runs(rows: Iterable[Mapping[str, Any]], source: str) -> dict[tuple[str, str], Baseline]:
-    """The baselines that a store's rows make, by (model, entry), from rows in run order: a START row begins a new
-    group (the new normal, as a refreshed baseline file does), the newest group is the reference, and the value is
-    its geometric mean; the environment and date are those of its first run."""
+def baseline_runs(
+    rows: Iterable[Mapping[str, Any]], where: tuple[str, str, str], source: str
+) -> dict[tuple[str, str], Baseline]:
+    """The baselines that a store's rows of one (backend, version, GPU) make, by (model, entry), from rows in run
+    order: a START row begins a new group (the new normal, as a refreshed baseline file does), the newest group is
+    the reference, and the value is its geometric mean; the environment and date are those of its first run."""
     by_row: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
     for r in rows:
         by_row.setdefault((r["model"], r["entry"]), []).append(r)
@@ -267,8 +268,7 @@ def baseline_runs(rows: Iterable[Mapping[str, Any]], source: str) -> dict[tuple[
             runs.append(Run(float(r["median_ms"]), str(r["time"])[:10], r["gpu_uuid"] or "", r["sm_mhz"], group))
         first = next(r for r, run in zip(found, runs, strict=True) if run.group == group)
         reference = [run.median_ms for run in runs if run.group == group]
-        key = BaselineKey(first["backend"], first["backend_version"], first["gpu"], model, first["precision"],
-                          int(first["batch"]), entry.endswith("/cold"))  # fmt: skip
+        key = BaselineKey(*where, model, first["precision"], int(first["batch"]), entry.endswith("/cold"))
         out[(model, entry)] = Baseline(
             key, "median", math.exp(math.fsum(map(math.log, reference)) / len(reference)),
             environment=_environment(first["environment"]),
