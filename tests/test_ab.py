@@ -15,7 +15,15 @@ import numpy as np
 import pytest
 
 from pytest_vitperf.cli import main
-from pytest_vitperf.cli.ab import SideFailed, _in_turn, _own_builds, compile_mode, shared_parts, suite_args
+from pytest_vitperf.cli.ab import (
+    PROCESS_PLAN,
+    SideFailed,
+    _in_turn,
+    _own_builds,
+    compile_mode,
+    shared_parts,
+    suite_args,
+)
 from pytest_vitperf.engines import REPRODUCIBLE_PARTS
 from pytest_vitperf.report.ab import github_action_benchmark, markdown
 from pytest_vitperf.verdicts.ab import (
@@ -32,8 +40,10 @@ from pytest_vitperf.verdicts.ab import (
     Side,
     exit_code,
     judge,
+    more_rounds,
     order,
     pairs,
+    rounds_to_see,
 )
 from pytest_vitperf.verdicts.baselines.sql import SqlStore
 from tests.test_baselines_workflow import CONFTEST, TEST
@@ -83,12 +93,12 @@ def test_two_recorded_h100_a_a_runs_give_the_published_verdicts() -> None:
     """Real rounds: two A/A runs in which each side's rounds loaded its one compile, whose pointwise kernels Inductor
     still chose by timing. Run 1's compiles matched: every row SAME. In run 2, B's FP16 batch-1 compile was 2.0%
     slower: its latency reads SLOWER, and the batch-1 speedups over it FASTER. Right about the engines, wrong about
-    the environments: why the deterministic mode now times nothing as it compiles."""
+    the environments: why the deterministic mode now times nothing as it compiles. Judged at that time's 2%."""
     data = json.loads(RECORDED.read_text())
 
     def verdicts(run: str) -> dict[tuple[str, str], Row]:
         rounds = [tuple({k: Side(*v) for k, v in side.items()} for side in pair) for pair in data[run]]
-        return {(r.name.split(" ", 1)[1], r.what): r for r in judge(pairs(rounds))}
+        return {(r.name.split(" ", 1)[1], r.what): r for r in judge(pairs(rounds), threshold=0.02)}
 
     first, second = verdicts("aa1"), verdicts("aa2")
     assert len(first) == 14 and {r.verdict for r in first.values()} == {SAME}
@@ -122,6 +132,7 @@ def test_recorded_h100_runs_with_untimed_compiles_give_these_verdicts() -> None:
         return _recorded_verdicts(data[run], threshold)
 
     aa1, delay, aa2 = verdicts("aa1", 0.02), verdicts("delay", 0.01), verdicts("aa2", 0.02)
+
     def same(rows: dict[tuple[str, str], Row], model: str) -> int:
         return sum(r.verdict == SAME for k, r in rows.items() if k[0].startswith(model))
 
@@ -213,12 +224,13 @@ def test_the_interval_is_students_t_on_the_rounds_log_ratios_at_the_shared_level
     prior = spread_prior(list(own.values()))
     assert prior is not None and prior.df >= 3  # like spreads: the prior is worth at least the row's own 3 df
     for n, x in logs.items():
-        var = (3 * prior.var + 3 * own[n].sd_log**2) / 6
+        var = (3 * prior.var + 3 * own[n].sd_log ** 2) / 6
         half = stats.t.ppf(1 - 0.05, 6) * math.sqrt(var / 4)
         interval = rows[n].interval
         assert interval.df == 6 and interval.high == pytest.approx(math.exp(np.mean(x) + half))
         assert interval.half_width < math.expm1(stats.t.ppf(1 - 0.05, 3) * own[n].sd_log / 2) or (
-            own[n].sd_log**2 < prior.var)  # narrower than its own t, unless its own spread was below the prior's
+            own[n].sd_log ** 2 < prior.var
+        )  # narrower than its own t, unless its own spread was below the prior's
 
 
 def test_identical_sides_are_called_slower_or_faster_at_most_at_the_rate() -> None:
@@ -252,6 +264,46 @@ def test_rows_of_unlike_spread_keep_the_rates_at_four_rounds() -> None:
     same = sum(next(r for r in judge(pairs(rounds(4, slower))) if r.name == "x p b1").verdict == SAME
                for _ in range(400))  # fmt: skip
     assert same / 400 <= 0.05
+
+
+def test_the_rounds_a_run_plans_to_see_twice_the_threshold_on_recorded_runs() -> None:
+    """Real rounds (H100, 2026-11-27): from its first block, the latency A/A's batch-64 rows need 16 rounds to see 1%
+    at the 0.5% threshold, and that many rounds of their spreads do, at one look more; a smaller aim needs more, and
+    one at or under the threshold can never be seen (MOST_ROUNDS). The batch-1 rows do not count."""
+    from pytest_vitperf.verdicts.ab import MOST_ROUNDS
+    from pytest_vitperf.verdicts.stats import detectable_change, family_wise
+
+    rounds = [tuple({k: Side(*v) for k, v in side.items()} for side in pair)
+              for pair in json.loads(LATENCY_AA.read_text())["aa"][:4]]  # fmt: skip
+    rows = judge(pairs(rounds), threshold=0.005)
+    need = [rounds_to_see(rows, aim, threshold=0.005) for aim in (0.02, 0.01, 0.008, 0.005)]
+    assert need == [8, 16, 20, MOST_ROUNDS]
+    level = family_wise(0.95, len(rows) * 2)
+    aimed = [r for r in rows if r.name.endswith(" b64") and r.what == LATENCY]
+    assert len(aimed) == 4 and max(r.detectable for r in aimed) > 0.01
+    assert all(detectable_change(r.interval.sd_log, 16, level, threshold=0.005, df=r.interval.df + 12) <= 0.01
+               for r in aimed if r.interval is not None)  # fmt: skip
+    assert rounds_to_see(rows, max(r.detectable for r in aimed), threshold=0.005) <= 8  # one look more costs a little
+    b1 = [r for r in rows if not r.name.endswith(" b64")]
+    assert rounds_to_see(b1, 0.01, threshold=0.005) > 0  # alone, batch 1 is the largest batch
+    assert rounds_to_see(judge(pairs(rounds * 4), threshold=0.005), 0.02, threshold=0.005) == 0
+
+
+def test_more_rounds_are_whole_blocks_that_the_budget_pays_for() -> None:
+    rounds = [tuple({k: Side(*v) for k, v in side.items()} for side in pair)
+              for pair in json.loads(LATENCY_AA.read_text())["aa"][:4]]  # fmt: skip
+    rows = judge(pairs(rounds), threshold=0.005)
+    assert more_rounds(rows, 4, 1, aim=0.01, threshold=0.005, per_round_s=30, left_s=1e6) == 12  # to 16 rounds
+    assert more_rounds(rows, 4, 1, aim=0.01, threshold=0.005, per_round_s=30, left_s=8 * 30 + 29) == 8
+    assert more_rounds(rows, 4, 1, aim=0.01, threshold=0.005, per_round_s=30, left_s=4 * 30 - 1) == 0
+    assert more_rounds(rows, 4, 1, aim=0.01, threshold=0.005, per_round_s=30, left_s=0) == 0
+    # with --rounds (no aim), only unknown rows get more: one block
+    unknown = judge(pairs(rounds), threshold=0.001)
+    assert any(r.verdict == UNKNOWN for r in unknown)
+    assert more_rounds(unknown, 4, 1, aim=None, threshold=0.001, per_round_s=30, left_s=1e6) == 4
+    same = judge(pairs(rounds), threshold=0.05)
+    assert {r.verdict for r in same} == {SAME}
+    assert more_rounds(same, 4, 1, aim=None, threshold=0.05, per_round_s=30, left_s=1e6) == 0
 
 
 def test_can_see_is_the_change_flagged_slower_four_times_in_five_beyond_the_threshold() -> None:
@@ -288,7 +340,7 @@ def test_a_rounds_process_borrows_only_what_every_build_reproduces(tmp_path: Pat
 
 
 def test_the_sides_compile_deterministically_unless_the_suite_names_a_mode() -> None:
-    assert suite_args(["suites/"]) == ["--vitperf-compile=deterministic", "suites/"]
+    assert suite_args(["suites/"]) == ["--vitperf-compile=deterministic", *PROCESS_PLAN, "suites/"]
     assert compile_mode(["suites/"]) == "deterministic"
     assert compile_mode(["suites/", "--vitperf-compile=default"]) == "default"
     assert compile_mode(["--vitperf-compile", "max-autotune", "suites/"]) == "max-autotune"
@@ -345,8 +397,9 @@ def test_vitperf_ab_finds_a_candidate_five_times_slower(
     # the two prepare processes ran at once; then the rounds one process at a time, ABBA BAAB: on a CPU, which is
     # what it times, a process starts only once the one before it has ended (no turns)
     lines = events.read_text().split("\n")[:-1]
-    assert sorted(lines[:2]) == ["start A", "start B"] and sorted(lines[:6]) == sorted(f"{e} {s}" for s in "AB"
-                                                                                     for e in ("start", "run", "end"))
+    assert sorted(lines[:2]) == ["start A", "start B"] and sorted(lines[:6]) == sorted(
+        f"{e} {s}" for s in "AB" for e in ("start", "run", "end")
+    )
     assert lines[6:] == [f"{e} {s}" for s in "ABBABA" for e in ("start", "run", "end")]
     data = json.loads(out["json"].read_text())
     (row,) = data["rows"]
@@ -355,7 +408,8 @@ def test_vitperf_ab_finds_a_candidate_five_times_slower(
     assert "**SLOWER**" in out["md"].read_text() and json.loads(out["export"].read_text())[0]["unit"] == "B/A"
     assert data["compile"] == "off" and "engines built each process, torch mode `off`" in out["md"].read_text()
     assert sorted(p.name for p in work.glob("*.json")) == sorted(
-        ["ab-run.json"] + [f"prepare-{s}.json" for s in "AB"] + [f"round{i}-{s}.json" for i in range(3) for s in "AB"])
+        ["ab-run.json"] + [f"prepare-{s}.json" for s in "AB"] + [f"round{i}-{s}.json" for i in range(3) for s in "AB"]
+    )
     # each round's process compiled in a cache of its own, removed after it; the sides' prepared caches stay
     assert sorted(p.name for p in work.iterdir() if p.is_dir()) == ["cache-A", "cache-B"]
 
@@ -445,8 +499,10 @@ def test_vitperf_ab_says_which_side_failed_and_refuses_too_few_rounds(
     assert main(ab) == 2
     err = capsys.readouterr().err
     assert "side A's prepare process exited 0 and wrote no measurements" in err and str(work / "prepare-A.log") in err
-    assert err.rstrip().endswith(f"then run again: vitperf ab --a {sys.executable} --b {sys.executable} --rounds 4 "
-                                 f"--work-dir {work} -- test_none.py")
+    assert err.rstrip().endswith(
+        f"then run again: vitperf ab --a {sys.executable} --b {sys.executable} --rounds 4 "
+        f"--work-dir {work} -- test_none.py"
+    )
 
 
 def test_the_time_line_gives_the_median_round_process_of_each_side(tmp_path: Path) -> None:

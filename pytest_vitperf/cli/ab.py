@@ -28,8 +28,9 @@ from pytest_vitperf.cli import argtypes
 from pytest_vitperf.cli.ab_explain import LABEL, chosen, explain
 from pytest_vitperf.core import processes
 from pytest_vitperf.engines import INDUCTOR_PART, READY_PART, REPRODUCIBLE_PARTS
-from pytest_vitperf.options import COMPILE, WAIT_FOR
+from pytest_vitperf.options import BUILDS, COMPILE, ROUND_BUDGET_S, ROUNDS, WAIT_FOR
 from pytest_vitperf.options.parsers import parse_threshold
+from pytest_vitperf.verdicts.ab import THRESHOLD
 
 if TYPE_CHECKING:
     from pytest_vitperf.verdicts.ab import Process, Row
@@ -49,11 +50,18 @@ def side_command(env: str) -> list[str]:
     return [env] if path.is_file() else shlex.split(env)
 
 
+# What each process measures of a family, unless the suites' arguments say otherwise. A process is one observation
+# (its median); a verdict's spread comes from the processes. So: one build (each process is its own build draw), 5
+# in-process rounds, none added to settle a floor. The suite's 20 rounds of 2 builds took 36 s of a 62 s turn
+# (2x H200, 2026-11-28), and a process's medians moved between processes by far more than within one.
+PROCESS_PLAN = (f"{BUILDS}=1", f"{ROUNDS}=5", f"{ROUND_BUDGET_S}=0")
+
+
 def suite_args(pytest_args: list[str]) -> list[str]:
-    """The sides' pytest arguments: the torch backend compiles deterministically unless they name a mode (later on
-    the command line, so theirs wins): without Inductor's timed kernel choices, every compile of an engine chooses
-    the same kernels (a cold compile of one engine came out 7.5% slower than four others in the default mode)."""
-    return [f"{COMPILE}=deterministic", *pytest_args]
+    """The sides' pytest arguments, theirs last so that they win: the torch backend compiles deterministically
+    (without Inductor's timed kernel choices every compile of an engine chooses the same kernels; a cold compile of
+    one engine came out 7.5% slower than four others in the default mode), and measures PROCESS_PLAN."""
+    return [f"{COMPILE}=deterministic", *PROCESS_PLAN, *pytest_args]
 
 
 def compile_mode(pytest_args: list[str]) -> str:
@@ -273,7 +281,8 @@ def _prepare(commands: dict[str, list[str]], work: Path, args: argparse.Namespac
 
 def _again(args: argparse.Namespace, resume: bool = False) -> str:
     """The command as given (with --resume if `resume`), to end a failure message with."""
-    opts = [f"--a {shlex.quote(args.a)}", f"--b {shlex.quote(args.b)}", f"--rounds {args.rounds}"]
+    opts = [f"--a {shlex.quote(args.a)}", f"--b {shlex.quote(args.b)}"]
+    opts += [f"--rounds {args.rounds}"] if args.rounds else []
     opts += [f"--budget-s {args.budget_s:g}"] if getattr(args, "budget_s", 0) else []
     opts += [f"--{k} {shlex.quote(getattr(args, k))}" for k in ("gpu", "gpus") if getattr(args, k, None)]
     opts += [f"--work-dir {shlex.quote(str(args.work_dir))}"] if args.work_dir else []
@@ -285,24 +294,30 @@ def _again(args: argparse.Namespace, resume: bool = False) -> str:
 def _run(
     commands: dict[str, list[str]], work: Path, args: argparse.Namespace, env: dict[str, str]
 ) -> tuple[int, list[tuple[Process, Process]], list[Row]]:
-    """The prepares (unless a resumed run has them), then the rounds, a block at a time while rows are unknown and
-    the budget lasts: the looks taken, the rounds, and the rows judged."""
-    from pytest_vitperf.verdicts.ab import UNKNOWN, judge, order, pairs
+    """The prepares (unless a resumed run has them), then the rounds: --rounds, else a block, and then as many more
+    as the budget pays for while rows are unknown or, without --rounds, its throughput rows cannot yet see twice the
+    threshold (verdicts.ab.more_rounds): the looks taken, the rounds, and the rows judged."""
+    from pytest_vitperf.verdicts.ab import BLOCK, judge, more_rounds, order, pairs
 
     start = time.monotonic()
     looks = _begin(work, args)
     if not (args.resume and all(_recorded(work, "prepare", s, args) for s in "AB")):
         _prepare(commands, work, args, env)
     rounds: list[tuple[Process, Process]] = []
-    planned = args.rounds
+    planned = args.rounds or BLOCK
+    aim = None if args.rounds else 2 * args.threshold
     while True:
-        rounds += _rounds(len(rounds), order(planned)[len(rounds) :], commands, work, args, env)
+        began, before = time.monotonic(), len(rounds)
+        rounds += _rounds(before, order(planned)[before:], commands, work, args, env)
+        per_round = (time.monotonic() - began) / (len(rounds) - before)  # resumed rounds cost nothing: a low guess
         looks += 1
         _write_run(work, args, looks)
         rows = judge(pairs(rounds), threshold=args.threshold, confidence=args.confidence, looks=looks)
-        if not any(r.verdict == UNKNOWN for r in rows) or time.monotonic() - start > args.budget_s:
+        more = more_rounds(rows, len(rounds), looks, aim=aim, threshold=args.threshold, confidence=args.confidence,
+                           per_round_s=per_round, left_s=args.budget_s - (time.monotonic() - start))  # fmt: skip
+        if not more:
             return looks, rounds, rows
-        planned += 4  # one more ABBA block keeps the order balanced
+        planned += more
 
 
 def _kept(work: Path, args: argparse.Namespace) -> str:
@@ -316,7 +331,7 @@ def _kept(work: Path, args: argparse.Namespace) -> str:
 
 
 def _ab(args: argparse.Namespace) -> int:
-    if args.rounds < 3:
+    if args.rounds is not None and args.rounds < 3:
         print(f"vitperf ab: an interval needs 3 rounds or more: {EXAMPLE}", file=sys.stderr)
         return 2
     try:
@@ -355,9 +370,13 @@ def add(sub: Any) -> None:
     ab = sub.add_parser("ab", help="measure a candidate environment against the current one, alternating on one GPU")
     ab.add_argument("--a", required=True, help="the current environment: a venv, a python, or a command prefix")
     ab.add_argument("--b", required=True, help="the candidate, in the same forms")
-    ab.add_argument("--rounds", type=int, default=4, help="pairs of processes to start with (4: one ABBA block)")
-    ab.add_argument("--budget-s", type=float, default=0.0, help="seconds in which rows still unknown get more rounds")
-    ab.add_argument("--threshold", type=parse_threshold, default=0.02, help="the practical threshold (2%%)")
+    ab.add_argument("--rounds", type=int, help="pairs of processes to start with (default: one ABBA block of 4, "
+                    "then, within --budget-s, what the largest batch's latency rows need to see twice the "
+                    "threshold)")  # fmt: skip
+    ab.add_argument("--budget-s", type=float, default=0.0,
+                    help="seconds in which more rounds may run: while rows are unknown, and without --rounds, until "
+                    "the largest batch's rows can see twice the threshold (0: none)")  # fmt: skip
+    ab.add_argument("--threshold", type=parse_threshold, default=THRESHOLD, help="the practical threshold (0.5%%)")
     ab.add_argument("--confidence", type=float, default=0.95,
                     help="1 - the rate of wrong SLOWER or FASTER over the matrix, and of a row beyond the threshold "
                     "called SAME (0.95)")

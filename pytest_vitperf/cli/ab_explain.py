@@ -65,11 +65,14 @@ def profiles_of(path: Path) -> dict[str, Breakdown]:
     return out
 
 
+MOVED = 0.01  # in an A/A (H100), groups of one pair of profile processes moved by up to 0.9% of the row's time
+
+
 def explain(names: list[str], run: Any, work: Path, args: argparse.Namespace) -> dict[str, Any]:
     """Profile `names` once more per side through `run(tasks, args)` (ab's `_in_turn`), and compare them. Returns
     the JSON's "explain" entry: each row's difference, or why there is none, and the cost per row. A group moves
-    only by half the practical threshold of the row's time or more: one process's profiles cannot see that
-    process's own draw (measure/kernel_diff.py)."""
+    only by MOVED of the row's time or more (half the practical threshold where that is more): one process's
+    profiles cannot see that process's own draw (measure/kernel_diff.py)."""
     from pytest_vitperf.measure.kernel_diff import diff
 
     start = time.monotonic()
@@ -80,7 +83,7 @@ def explain(names: list[str], run: Any, work: Path, args: argparse.Namespace) ->
     rows: dict[str, Any] = {}
     for name in names:
         if name in a and name in b and a[name].profiles and b[name].profiles:
-            rows[name] = diff(a[name].profiles, b[name].profiles, args.confidence, args.threshold / 2,
+            rows[name] = diff(a[name].profiles, b[name].profiles, args.confidence, max(MOVED, args.threshold / 2),
                               a[name].modules, b[name].modules)  # fmt: skip
         else:
             rows[name] = "not profiled: its engine gave no kernel profile (a backend without one, or not run)"

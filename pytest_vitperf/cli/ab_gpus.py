@@ -52,7 +52,8 @@ def _collected(command: list[str], gpu: str, args: argparse.Namespace) -> list[s
 
 
 def _command(gpu: str, units: Path, work: Path, args: argparse.Namespace) -> list[str]:
-    opts = ["--a", args.a, "--b", args.b, "--rounds", str(args.rounds), "--budget-s", str(args.budget_s),
+    opts = ["--a", args.a, "--b", args.b, *(["--rounds", str(args.rounds)] if args.rounds else []),
+            "--budget-s", str(args.budget_s),
             "--threshold", str(args.threshold), "--confidence", str(args.confidence), "--gpu", gpu,
             "--work-dir", str(work / f"gpu{gpu}"), "--json", str(work / f"gpu{gpu}.json")]  # fmt: skip
     opts += ["--reuse-compiles"] if args.reuse_compiles else []

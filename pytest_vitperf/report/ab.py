@@ -24,7 +24,7 @@ def markdown(rows: Sequence[Row], facts: dict[str, Any]) -> list[str]:
         f"{facts['device']}; {facts['rounds']} rounds, each a fresh process per side in ABBA BAAB order; engines "
         f"built {facts.get('builds', 'each process')}, torch mode `{facts.get('compile', 'as the suite says')}`; "
         "B/A above 1: "
-        f"B is slower. SAME: the interval lies within ±{facts['threshold']:.0%} (intervals at "
+        f"B is slower. SAME: the interval lies within ±{facts['threshold'] * 100:g}% (intervals at "
         f"{equivalence_level(facts['confidence'], facts.get('looks', 1)):.0%}: two one-sided tests at "
         f"{1 - facts['confidence']:.0%}, shared by the looks); SLOWER / FASTER: beyond it, Benjamini-Hochberg at "
         f"{1 - facts['confidence']:.0%} over {len(rows)} rows; each row's spread moderated toward the others'.",

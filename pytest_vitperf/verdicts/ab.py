@@ -33,7 +33,12 @@ from pytest_vitperf.verdicts.stats import (
 )
 
 SAME, SLOWER, FASTER, UNKNOWN = "SAME", "SLOWER", "FASTER", "UNKNOWN"
-THRESHOLD = 0.02  # the practical threshold of an upgrade gate: 2%
+# The practical threshold: what a run can see is more than it (stats.detectable_change), so seeing a 1% change takes
+# one under 1%. Six recorded A/As (H100, 2026-11-26 and -27) flag no row SLOWER or FASTER at 0.5%; more rows stay
+# UNKNOWN than at 2%, which rounds settle (more_rounds).
+THRESHOLD = 0.005
+BLOCK = 4  # rounds come in ABBA BAAB blocks of four: each side leads as often as it follows
+MOST_ROUNDS = 64  # the most rounds a run plans for one aim: beyond, a row's spread, not its rounds, is what to fix
 LATENCY, SPEEDUP = "latency", "speedup over fp16"
 # Exit codes of `vitperf ab`: what a nightly job branches on.
 EXIT_SAME, EXIT_SLOWER, EXIT_UNKNOWN = 0, 1, 3
@@ -145,6 +150,45 @@ def judge(
         seen = math.inf if t is None else detectable_change(t.sd_log, n, level, threshold=threshold, df=t.df)
         out.append(Row(name, what, n, t, c, decide(t, kept.get((name, what), False), threshold), seen))
     return out
+
+
+def batch_of(name: str) -> int | None:
+    """The batch of a row named 'MODEL PRECISION bBATCH', or None."""
+    last = name.rsplit(" ", 1)[-1]
+    return int(last[1:]) if last[:1] == "b" and last[1:].isdigit() else None
+
+
+def rounds_to_see(rows: Sequence[Row], aim: float, *, threshold: float = THRESHOLD, confidence: float = CONFIDENCE,
+                  looks: int = 1) -> int:  # fmt: skip
+    """The rounds in all, in whole blocks, at which every latency row of the matrix's largest batch (its throughput
+    rows) would see `aim`, at its spread so far and judged at one look more: 0 where each one already does, at most
+    MOST_ROUNDS. Rows with no spread yet (under 3 rounds) are left to the next block."""
+    top = max((b for r in rows if r.what == LATENCY and (b := batch_of(r.name)) is not None), default=None)
+    level = family_wise(confidence, len(rows) * (looks + 1))
+    need = 0
+    for r in rows:
+        t = r.interval
+        if r.what != LATENCY or batch_of(r.name) != top or t is None or r.detectable <= aim:
+            continue
+        n, df = t.n, t.df if t.df is not None else t.n - 1
+        while n < MOST_ROUNDS and detectable_change(t.sd_log, n, level, threshold=threshold, df=df + n - t.n) > aim:
+            n += BLOCK
+        need = max(need, min(n, MOST_ROUNDS))
+    return need
+
+
+def more_rounds(rows: Sequence[Row], done: int, looks: int, *, aim: float | None, threshold: float = THRESHOLD,
+                confidence: float = CONFIDENCE, per_round_s: float, left_s: float) -> int:  # fmt: skip
+    """How many rounds to run next, in whole blocks: one block while a row is UNKNOWN, and with an `aim`, as many as
+    its throughput rows need to see it (rounds_to_see), but only what `left_s` seconds pay for at `per_round_s`.
+    Planned from the spreads at hand, the aim takes one look more instead of one per block, and each look costs
+    confidence."""
+    wanted = BLOCK if any(r.verdict == UNKNOWN for r in rows) else 0
+    if aim is not None:
+        wanted = max(wanted, rounds_to_see(rows, aim, threshold=threshold, confidence=confidence, looks=looks) - done)
+    blocks = math.ceil(wanted / BLOCK)
+    paid = math.floor(left_s / (per_round_s * BLOCK)) if per_round_s > 0 else blocks
+    return BLOCK * max(0, min(blocks, paid))
 
 
 def exit_code(rows: Iterable[Row]) -> int:
