@@ -50,10 +50,8 @@ def side_command(env: str) -> list[str]:
     return [env] if path.is_file() else shlex.split(env)
 
 
-# What each process measures of a family, unless the suites' arguments say otherwise. A process is one observation
-# (its median); a verdict's spread comes from the processes. So: one build (each process is its own build draw), 5
-# in-process rounds, none added to settle a floor. The suite's 20 rounds of 2 builds took 36 s of a 62 s turn
-# (2x H200, 2026-11-28), and a process's medians moved between processes by far more than within one.
+# What a process measures of a family unless the suite says otherwise: it is one observation (its median), and a
+# verdict's spread comes from processes. The suite's 20 rounds of 2 builds took 36 s of a 62 s turn (H200).
 PROCESS_PLAN = (f"{BUILDS}=1", f"{ROUNDS}=5", f"{ROUND_BUDGET_S}=0")
 
 

@@ -10,11 +10,11 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_vitperf.cli.ab import compile_mode, shared_parts
+from pytest_vitperf.cli.ab import _recorded, compile_mode, shared_parts
 from pytest_vitperf.engines import INDUCTOR_PART, READY_PART
 
 if TYPE_CHECKING:
-    from pytest_vitperf.verdicts.ab import Row
+    from pytest_vitperf.verdicts.ab import Process, Row
     from pytest_vitperf.workers import WorkerRecord
 
 
@@ -64,6 +64,23 @@ def ready_line(ready: dict[str, dict[str, list[str]]]) -> list[str]:
     return ["", f"Ready engines: every round of a side ran its side's one build of each of {len(rows)} rows"]
 
 
+def left_out(work: Path, args: argparse.Namespace) -> list[str]:
+    """The processes whose family was left out of their round, in another state (verdicts.ab.other_states), as
+    'round R SIDE: MODEL bBATCH', with their GPU where the run was split over GPUs; one work folder per GPU."""
+    from pytest_vitperf.verdicts.ab import other_states
+
+    out = []
+    for folder in sorted({p.parent for p in work.rglob("round0-A.json")}):
+        rounds: list[tuple[Process, Process]] = []
+        while (a := _recorded(folder, f"round{len(rounds)}", "A", args, False)) and (
+            b := _recorded(folder, f"round{len(rounds)}", "B", args, False)
+        ):
+            rounds.append((a, b))
+        gpu = f" (GPU {folder.name[3:]})" if folder.name.startswith("gpu") else ""
+        out += [f"round {i} {side}{gpu}: {', '.join(f)}" for (i, side), f in sorted(other_states(rounds).items())]
+    return out
+
+
 def round_time(work: Path) -> dict[str, WorkerRecord]:
     """Per side, where a round's process spent its time: each field the median over the side's rounds, as the
     processes recorded it in their JSON (the plugin's own clock, from its start)."""
@@ -106,13 +123,15 @@ def report(rows: list[Row], device: str, rounds: int, looks: int, work: Path, ar
     from pytest_vitperf.cli.ab_explain import as_json
     from pytest_vitperf.cli.ab_explain import markdown as explanations
     from pytest_vitperf.report.ab import github_action_benchmark, markdown
-    from pytest_vitperf.verdicts.ab import exit_code
+    from pytest_vitperf.verdicts.ab import STATE, exit_code
 
     facts = {"a": args.a, "b": args.b, "device": device, "threshold": args.threshold, "confidence": args.confidence,
              "rounds": rounds, "looks": looks, "compile": compile_mode(args.pytest_args),
              "builds": _builds(args)}  # fmt: skip
-    ready, times = ready_engines(work), round_time(work)
+    ready, times, gone = ready_engines(work), round_time(work), left_out(work, args)
     lines = markdown(rows, facts) + ready_line(ready) + (time_lines(times) if times else [])
+    lines += ["", f"Left out of their round, in another state (every row of the family {STATE:.0%} or more one way "
+              f"from its side's medians): {'; '.join(gone)}"] if gone else []  # fmt: skip
     lines += ["", *explanations(explained)] if explained else []
     print("\n".join(lines))
     code = exit_code(rows)
@@ -120,7 +139,8 @@ def report(rows: list[Row], device: str, rounds: int, looks: int, work: Path, ar
     outputs = {args.markdown: "\n".join(lines) + "\n",
                args.json: json.dumps({**facts, "work_dir": str(work), "exit": code,
                                       "rows": [r.to_dict() for r in rows], "ready_engines": ready,
-                                      "round_time": {side: asdict(w) for side, w in times.items()}, **why},
+                                      "round_time": {side: asdict(w) for side, w in times.items()},
+                                      "other_states": gone, **why},
                                      indent=1),
                args.export: json.dumps(github_action_benchmark(rows), indent=1)}  # fmt: skip
     for path, text in outputs.items():

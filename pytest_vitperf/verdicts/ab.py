@@ -20,6 +20,7 @@ Speedups over FP16 are judged the same way, each side's speedup taken within its
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 
@@ -80,15 +81,48 @@ Process = Mapping[str, Side]  # one process's rows by name
 Pair = tuple[Side, Side]  # one round of one row: (A, B)
 
 
+STATE = 0.03  # how far, all one way, a family's rows sit from their side's medians in a process in another state
+
+
+def other_states(rounds: Sequence[tuple[Process, Process]]) -> dict[tuple[int, str], list[str]]:
+    """The processes that ran a family in another state, as (round, side) -> ['MODEL bBATCH', ...]: every row of the
+    family (two or more) at least STATE from its side's median over the rounds, all the same way. On H200s a
+    process's batch-1 latencies sat in one of two states about 6% apart, every precision together (1 process of 24
+    in a warm 12-round A/A, 2026-11-28): that one process made each batch-1 latency row of the A/A UNKNOWN, and in
+    another A/A such processes made three of them SLOWER. States fall on the sides at random, so leaving their
+    families out biases no side; the summary says which processes were left out."""
+    out: dict[tuple[int, str], list[str]] = {}
+    if len(rounds) < 3:
+        return out
+    bar = math.log1p(STATE)
+    for k, side in enumerate("AB"):
+        logs = [{n: math.log(s.median_ms) for n, s in r[k].items()} for r in rounds]
+        middle = {n: statistics.median(x[n] for x in logs if n in x) for n in {n for x in logs for n in x}}
+        for i, x in enumerate(logs):
+            families: dict[str, list[float]] = {}
+            for name, v in x.items():
+                model, _, batch = name.rsplit(" ", 2)
+                families.setdefault(f"{model} {batch}", []).append(v - middle[name])
+            moved = sorted(f for f, d in families.items() if len(d) > 1 and (min(d) >= bar or max(d) <= -bar))
+            if moved:
+                out[(i, side)] = moved
+    return out
+
+
 def pairs(rounds: Sequence[tuple[Process, Process]]) -> dict[tuple[str, str], list[Pair]]:
     """Each row's (A, B) pair per round, keyed by (name, what); a row missing on either side of a round is left out
-    of that round. Speedups over FP16 come from each process's own fp16 row of the same model and batch (names
-    'MODEL PRECISION bBATCH'), as the candidate's time over fp16's: B over A above 1 still means B is slower."""
+    of that round, and so is a family that either side's process ran in another state (other_states). Speedups over
+    FP16 come from each process's own fp16 row of the same model and batch (names 'MODEL PRECISION bBATCH'), as the
+    candidate's time over fp16's: B over A above 1 still means B is slower."""
     out: dict[tuple[str, str], list[Pair]] = {}
-    for a, b in rounds:
+    states = other_states(rounds)
+    for i, (a, b) in enumerate(rounds):
+        gone = {f for side in "AB" for f in states.get((i, side), [])}
         for name in sorted(a.keys() & b.keys()):
-            out.setdefault((name, LATENCY), []).append((a[name], b[name]))
             model, precision, batch = name.rsplit(" ", 2)
+            if f"{model} {batch}" in gone:
+                continue
+            out.setdefault((name, LATENCY), []).append((a[name], b[name]))
             ref = f"{model} fp16 {batch}"
             if precision != "fp16" and ref in a and ref in b:
                 relative = (Side(a[name].median_ms / a[ref].median_ms), Side(b[name].median_ms / b[ref].median_ms))
