@@ -197,17 +197,16 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionstart(session: pytest.Session) -> None:
     """With --vitperf-wait-for, wait for its file before anything touches the GPU: the header and collection probe
-    the device (vitperf ab's turns; workers.wait_for_turn). torch and timm are imported first, on the CPU."""
+    the device (vitperf ab's turns; workers.wait_for_turn). What the turn would import is imported first, on the CPU
+    (workers.AHEAD_OF_TURN)."""
     vs = get_session(session.config)
     if vs.settings.enabled and vs.settings.wait_for is not None and not hasattr(session.config, "workerinput"):
         import time
 
+        from pytest_vitperf.workers import import_ahead, wait_for_turn
+
         start = time.perf_counter()
-        import timm  # noqa: F401
-        import torch  # noqa: F401
-
-        from pytest_vitperf.workers import wait_for_turn
-
+        import_ahead()
         try:
             wait_for_turn(vs.settings.wait_for)
         except TimeoutError as exc:

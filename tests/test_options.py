@@ -301,3 +301,32 @@ def test_wait_for_runs_no_test_before_its_file_exists(suite: pytest.Pytester) ->
     assert float(line.split(" s before its turn")[0].rsplit(", ", 1)[1]) >= 1.5
     with pytest.raises(TimeoutError, match="run without --vitperf-wait-for to start at once"):
         wait_for_turn(suite.path / "never", limit_s=0.2)
+
+
+WATCH = """
+import sys, threading, time
+from pathlib import Path
+
+def _watch(turn, names):
+    end = time.monotonic() + 90
+    while not all(m in sys.modules for m in names):
+        if time.monotonic() > end:
+            Path("late").write_text(" ".join(m for m in names if m not in sys.modules))
+            break
+        time.sleep(0.05)
+    turn.touch()
+
+def pytest_configure(config):
+    threading.Thread(target=_watch, args=(Path("turn").absolute(), NAMES), daemon=True).start()
+"""
+
+
+def test_a_waiting_process_imports_what_its_turn_would_first(suite: pytest.Pytester) -> None:
+    """In a fresh process, the turn comes only once every module of AHEAD_OF_TURN is loaded (its conftest's watcher
+    writes the turn file then, or after 90 s with the ones missing): so they were imported before the wait."""
+    from pytest_vitperf.workers import AHEAD_OF_TURN
+
+    suite.makeconftest(f"NAMES = {AHEAD_OF_TURN!r}\n{WATCH}")
+    result = suite.runpytest_subprocess(*FAST, "--vitperf-precisions=fp32", "--vitperf-wait-for=turn")
+    result.assert_outcomes(passed=1)
+    assert not (suite.path / "late").exists(), (suite.path / "late").read_text()
