@@ -30,7 +30,7 @@ from pytest_vitperf.core import processes
 from pytest_vitperf.engines import INDUCTOR_PART, READY_PART, REPRODUCIBLE_PARTS
 from pytest_vitperf.options import BUILDS, COMPILE, ROUND_BUDGET_S, ROUNDS, WAIT_FOR
 from pytest_vitperf.options.parsers import parse_threshold
-from pytest_vitperf.verdicts.ab import THRESHOLD
+from pytest_vitperf.verdicts.ab import BLOCK, THRESHOLD, families_in, judge, more_rounds, order, other_states, pairs
 
 if TYPE_CHECKING:
     from pytest_vitperf.verdicts.ab import Process, Row
@@ -50,8 +50,8 @@ def side_command(env: str) -> list[str]:
     return [env] if path.is_file() else shlex.split(env)
 
 
-# What a process measures of a family unless the suite says otherwise: it is one observation (its median), and a
-# verdict's spread comes from processes. The suite's 20 rounds of 2 builds took 36 s of a 62 s turn (H200).
+# What a process measures of a family unless the suite says otherwise: one observation (its median); the spread a
+# verdict needs comes from processes. The suite's 20 rounds of 2 builds took 36 s of a 62 s turn (H200).
 PROCESS_PLAN = (f"{BUILDS}=1", f"{ROUNDS}=5", f"{ROUND_BUDGET_S}=0")
 
 
@@ -295,8 +295,6 @@ def _run(
     """The prepares (unless a resumed run has them), then the rounds: --rounds, else a block, and then as many more
     as the budget pays for while rows are unknown or, without --rounds, its throughput rows cannot yet see twice the
     threshold (verdicts.ab.more_rounds): the looks taken, the rounds, and the rows judged."""
-    from pytest_vitperf.verdicts.ab import BLOCK, judge, more_rounds, order, pairs
-
     start = time.monotonic()
     looks = _begin(work, args)
     if not (args.resume and all(_recorded(work, "prepare", s, args) for s in "AB")):
@@ -307,10 +305,11 @@ def _run(
     while True:
         began, before = time.monotonic(), len(rounds)
         rounds += _rounds(before, order(planned)[before:], commands, work, args, env)
-        per_round = (time.monotonic() - began) / (len(rounds) - before)  # resumed rounds cost nothing: a low guess
+        per_round = (time.monotonic() - began) / (len(rounds) - before)  # resumed ones cost nothing: a low guess
         looks += 1
         _write_run(work, args, looks)
-        rows = judge(pairs(rounds), threshold=args.threshold, confidence=args.confidence, looks=looks)
+        rows = judge(pairs(rounds), threshold=args.threshold, confidence=args.confidence, looks=looks,
+                     two_states=families_in(other_states(rounds)))  # fmt: skip
         more = more_rounds(rows, len(rounds), looks, aim=aim, threshold=args.threshold, confidence=args.confidence,
                            per_round_s=per_round, left_s=args.budget_s - (time.monotonic() - start))  # fmt: skip
         if not more:

@@ -74,7 +74,7 @@ def _rounds(folder: Path, count: int, args: argparse.Namespace) -> list[tuple[Pr
 
 
 def split_over_gpus(commands: dict[str, list[str]], work: Path, args: argparse.Namespace) -> int:
-    from pytest_vitperf.verdicts.ab import judge, pairs
+    from pytest_vitperf.verdicts.ab import families_in, judge, other_states, pairs
     from pytest_vitperf.workers import deal
 
     gpus = gpu_list(args.gpus)
@@ -99,12 +99,14 @@ def split_over_gpus(commands: dict[str, list[str]], work: Path, args: argparse.N
             raise RuntimeError(f"GPU {', '.join(failed)} failed; what it said is in "
                                f"{', '.join(str(work / f'gpu{g}.log') for g in failed)}")  # fmt: skip
         rows: dict[tuple[str, str], Any] = {}
-        gpu_of, rounds, looks = {}, 0, 1
+        gpu_of, rounds, looks, two_states = {}, 0, 1, set()
         for gpu, _ in started:
             ran = json.loads((work / f"gpu{gpu}.json").read_text())
             rounds, looks = max(rounds, ran["rounds"]), max(looks, ran["looks"])
-            found = pairs(_rounds(work / f"gpu{gpu}", ran["rounds"], args))
+            ran_rounds = _rounds(work / f"gpu{gpu}", ran["rounds"], args)
+            found = pairs(ran_rounds)
             rows.update(found)
+            two_states |= families_in(other_states(ran_rounds))
             gpu_of.update(dict.fromkeys((name for name, _ in found), gpu))
     except processes.Interrupted as exc:
         print(f"vitperf ab: {exc}, and every process it started has ended. Each GPU's rounds are kept in {work}; "
@@ -120,6 +122,6 @@ def split_over_gpus(commands: dict[str, list[str]], work: Path, args: argparse.N
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     child.wait(timeout=60)
                 processes.end(child)
-    judged = judge(rows, threshold=args.threshold, confidence=args.confidence, looks=looks)
+    judged = judge(rows, threshold=args.threshold, confidence=args.confidence, looks=looks, two_states=two_states)
     judged = [replace(r, gpu=gpu_of[r.name]) for r in judged]
     return report(judged, f"GPUs {', '.join(g for g, _ in started)}", rounds, looks, work, args)

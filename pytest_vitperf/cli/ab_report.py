@@ -64,8 +64,8 @@ def ready_line(ready: dict[str, dict[str, list[str]]]) -> list[str]:
     return ["", f"Ready engines: every round of a side ran its side's one build of each of {len(rows)} rows"]
 
 
-def left_out(work: Path, args: argparse.Namespace) -> list[str]:
-    """The processes whose family was left out of their round, in another state (verdicts.ab.other_states), as
+def two_states(work: Path, args: argparse.Namespace) -> list[str]:
+    """The processes that ran a family in another state than their side's others (verdicts.ab.other_states), as
     'round R SIDE: MODEL bBATCH', with their GPU where the run was split over GPUs; one work folder per GPU."""
     from pytest_vitperf.verdicts.ab import other_states
 
@@ -128,10 +128,10 @@ def report(rows: list[Row], device: str, rounds: int, looks: int, work: Path, ar
     facts = {"a": args.a, "b": args.b, "device": device, "threshold": args.threshold, "confidence": args.confidence,
              "rounds": rounds, "looks": looks, "compile": compile_mode(args.pytest_args),
              "builds": _builds(args)}  # fmt: skip
-    ready, times, gone = ready_engines(work), round_time(work), left_out(work, args)
+    ready, times, odd = ready_engines(work), round_time(work), two_states(work, args)
     lines = markdown(rows, facts) + ready_line(ready) + (time_lines(times) if times else [])
-    lines += ["", f"Left out of their round, in another state (every row of the family {STATE:.0%} or more one way "
-              f"from its side's medians): {'; '.join(gone)}"] if gone else []  # fmt: skip
+    lines += ["", f"Not judged, their families run in two states (every row {STATE:.0%} or more one way from the "
+              f"side's medians): {'; '.join(odd)}"] if odd else []  # fmt: skip
     lines += ["", *explanations(explained)] if explained else []
     print("\n".join(lines))
     code = exit_code(rows)
@@ -140,7 +140,7 @@ def report(rows: list[Row], device: str, rounds: int, looks: int, work: Path, ar
                args.json: json.dumps({**facts, "work_dir": str(work), "exit": code,
                                       "rows": [r.to_dict() for r in rows], "ready_engines": ready,
                                       "round_time": {side: asdict(w) for side, w in times.items()},
-                                      "other_states": gone, **why},
+                                      "other_states": odd, **why},
                                      indent=1),
                args.export: json.dumps(github_action_benchmark(rows), indent=1)}  # fmt: skip
     for path, text in outputs.items():

@@ -34,7 +34,8 @@ def markdown(rows: Sequence[Row], facts: dict[str, Any]) -> list[str]:
     ]
     body = [
         f"| {r.name} | {r.what} |" + (f" {r.gpu} |" if gpus else "") + f" {_ratio(r.interval)} | {_ratio(r.cycles)} | "
-        f"{r.rounds} | {f'{r.detectable:.1%}' if math.isfinite(r.detectable) else '-'} | **{r.verdict}** |"
+        f"{r.rounds} | {f'{r.detectable:.1%}' if math.isfinite(r.detectable) else '-'} | **{r.verdict}**"
+        f"{' (two states)' if r.two_states else ''} |"
         for r in rows
     ]
     code = exit_code(rows)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 from pytest_vitperf.verdicts.stats import (
@@ -65,6 +65,7 @@ class Row:
     verdict: str
     detectable: float  # the smallest change this many rounds flag SLOWER 4 times in 5 (judge)
     gpu: str | None = None  # where its rounds ran, when vitperf ab split the suite over GPUs
+    two_states: bool = False  # its family ran in two states among one side's processes: not judged (other_states)
 
     def to_dict(self) -> dict[str, object]:
         """Plain data for JSON: an infinite 'can see' (fewer than 3 rounds) is null, which JSON can say."""
@@ -85,12 +86,12 @@ STATE = 0.03  # how far, all one way, a family's rows sit from their side's medi
 
 
 def other_states(rounds: Sequence[tuple[Process, Process]]) -> dict[tuple[int, str], list[str]]:
-    """The processes that ran a family in another state, as (round, side) -> ['MODEL bBATCH', ...]: every row of the
-    family (two or more) at least STATE from its side's median over the rounds, all the same way. On H200s a
-    process's batch-1 latencies sat in one of two states about 6% apart, every precision together (1 process of 24
-    in a warm 12-round A/A, 2026-11-28): that one process made each batch-1 latency row of the A/A UNKNOWN, and in
-    another A/A such processes made three of them SLOWER. States fall on the sides at random, so leaving their
-    families out biases no side; the summary says which processes were left out."""
+    """The processes that ran a family in another state than their side's others, as (round, side) -> ['MODEL
+    bBATCH', ...]: every row of the family (two or more) at least STATE from its side's median over the rounds, all
+    the same way. On H200s a process's batch-1 latencies sat in one of two states about 6% apart, every precision
+    together, and its speedups moved by up to 1.6% (2026-11-28): 1 process of 24 in one A/A, 6 of 10 in another run.
+    Such a family breaks what the intervals assume (one spread per row), and leaving the odd processes out would
+    compare one side's majority state with the other's: its rows are not judged (judge's `two_states`)."""
     out: dict[tuple[int, str], list[str]] = {}
     if len(rounds) < 3:
         return out
@@ -111,18 +112,13 @@ def other_states(rounds: Sequence[tuple[Process, Process]]) -> dict[tuple[int, s
 
 def pairs(rounds: Sequence[tuple[Process, Process]]) -> dict[tuple[str, str], list[Pair]]:
     """Each row's (A, B) pair per round, keyed by (name, what); a row missing on either side of a round is left out
-    of that round, and so is a family that either side's process ran in another state (other_states). Speedups over
-    FP16 come from each process's own fp16 row of the same model and batch (names 'MODEL PRECISION bBATCH'), as the
-    candidate's time over fp16's: B over A above 1 still means B is slower."""
+    of that round. Speedups over FP16 come from each process's own fp16 row of the same model and batch (names
+    'MODEL PRECISION bBATCH'), as the candidate's time over fp16's: B over A above 1 still means B is slower."""
     out: dict[tuple[str, str], list[Pair]] = {}
-    states = other_states(rounds)
-    for i, (a, b) in enumerate(rounds):
-        gone = {f for side in "AB" for f in states.get((i, side), [])}
+    for a, b in rounds:
         for name in sorted(a.keys() & b.keys()):
-            model, precision, batch = name.rsplit(" ", 2)
-            if f"{model} {batch}" in gone:
-                continue
             out.setdefault((name, LATENCY), []).append((a[name], b[name]))
+            model, precision, batch = name.rsplit(" ", 2)
             ref = f"{model} fp16 {batch}"
             if precision != "fp16" and ref in a and ref in b:
                 relative = (Side(a[name].median_ms / a[ref].median_ms), Side(b[name].median_ms / b[ref].median_ms))
@@ -162,11 +158,13 @@ def judge(
     threshold: float = THRESHOLD,
     confidence: float = CONFIDENCE,
     looks: int = 1,
+    two_states: Collection[str] = (),
 ) -> list[Row]:
     """Every row's verdict. The rate 1 - `confidence` is held over the matrix by Benjamini-Hochberg for SLOWER and
     FASTER; for SAME it is each row's, one-sided on each side, shared among the `looks` taken (each look after more
     rounds is one more chance to be wrong). "Can see" is taken at Benjamini-Hochberg's strictest step, the
-    Bonferroni share of every row and look, so that it is never optimistic."""
+    Bonferroni share of every row and look, so that it is never optimistic. The rows of the families in
+    `two_states` ('MODEL bBATCH', other_states) are UNKNOWN, whatever their intervals say."""
     equivalence = equivalence_level(confidence, looks)
     level = family_wise(confidence, len(rows) * looks)
     # Spreads follow latencies (short products spread more): a row's is read at its precision's log latency.
@@ -182,8 +180,16 @@ def judge(
     for (name, what), (t, c) in sorted(judged.items()):
         n = 0 if t is None else t.n
         seen = math.inf if t is None else detectable_change(t.sd_log, n, level, threshold=threshold, df=t.df)
-        out.append(Row(name, what, n, t, c, decide(t, kept.get((name, what), False), threshold), seen))
+        model, _, batch = name.rsplit(" ", 2)
+        odd = f"{model} {batch}" in two_states
+        verdict = UNKNOWN if odd else decide(t, kept.get((name, what), False), threshold)
+        out.append(Row(name, what, n, t, c, verdict, seen, two_states=odd))
     return out
+
+
+def families_in(states: Mapping[tuple[int, str], list[str]]) -> set[str]:
+    """The families that other_states found in two states."""
+    return {f for found in states.values() for f in found}
 
 
 def batch_of(name: str) -> int | None:
@@ -202,7 +208,7 @@ def rounds_to_see(rows: Sequence[Row], aim: float, *, threshold: float = THRESHO
     need = 0
     for r in rows:
         t = r.interval
-        if r.what != LATENCY or batch_of(r.name) != top or t is None or r.detectable <= aim:
+        if r.what != LATENCY or batch_of(r.name) != top or t is None or r.two_states or r.detectable <= aim:
             continue
         n, df = t.n, t.df if t.df is not None else t.n - 1
         while n < MOST_ROUNDS and detectable_change(t.sd_log, n, level, threshold=threshold, df=df + n - t.n) > aim:
@@ -213,11 +219,12 @@ def rounds_to_see(rows: Sequence[Row], aim: float, *, threshold: float = THRESHO
 
 def more_rounds(rows: Sequence[Row], done: int, looks: int, *, aim: float | None, threshold: float = THRESHOLD,
                 confidence: float = CONFIDENCE, per_round_s: float, left_s: float) -> int:  # fmt: skip
-    """How many rounds to run next, in whole blocks: one block while a row is UNKNOWN, and with an `aim`, as many as
+    """How many rounds to run next, in whole blocks: one block while a row is UNKNOWN (not for two states, which more
+    rounds do not settle), and with an `aim`, as many as
     its throughput rows need to see it (rounds_to_see), but only what `left_s` seconds pay for at `per_round_s`.
     Planned from the spreads at hand, the aim takes one look more instead of one per block, and each look costs
     confidence."""
-    wanted = BLOCK if any(r.verdict == UNKNOWN for r in rows) else 0
+    wanted = BLOCK if any(r.verdict == UNKNOWN and not r.two_states for r in rows) else 0
     if aim is not None:
         wanted = max(wanted, rounds_to_see(rows, aim, threshold=threshold, confidence=confidence, looks=looks) - done)
     blocks = math.ceil(wanted / BLOCK)
