@@ -358,9 +358,9 @@ def _ab(args: argparse.Namespace) -> int:
               f"{_again(args, resume=True)}", file=sys.stderr)  # fmt: skip
         return exc.code
     device = f"GPU {args.gpu}" if args.gpu is not None else "the default device"
-    from pytest_vitperf.cli.ab_report import report
+    from pytest_vitperf.cli.ab_report import report, two_states
 
-    return report(rows, device, len(rounds), looks, work, args, explained)
+    return report(rows, device, len(rounds), looks, work, args, explained, two_states(other_states(rounds)))
 
 
 def add(sub: Any) -> None:

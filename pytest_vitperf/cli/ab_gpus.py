@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_vitperf.cli.ab import _again, _recorded, suite_args
-from pytest_vitperf.cli.ab_report import report
+from pytest_vitperf.cli.ab_report import report, two_states
 from pytest_vitperf.core import processes
 
 if TYPE_CHECKING:
@@ -99,14 +99,17 @@ def split_over_gpus(commands: dict[str, list[str]], work: Path, args: argparse.N
             raise RuntimeError(f"GPU {', '.join(failed)} failed; what it said is in "
                                f"{', '.join(str(work / f'gpu{g}.log') for g in failed)}")  # fmt: skip
         rows: dict[tuple[str, str], Any] = {}
-        gpu_of, rounds, looks, two_states = {}, 0, 1, set()
+        gpu_of, rounds, looks = {}, 0, 1
+        odd: list[str] = []  # the processes that ran a family in two states, and those families
+        families: set[str] = set()
         for gpu, _ in started:
             ran = json.loads((work / f"gpu{gpu}.json").read_text())
             rounds, looks = max(rounds, ran["rounds"]), max(looks, ran["looks"])
             ran_rounds = _rounds(work / f"gpu{gpu}", ran["rounds"], args)
-            found = pairs(ran_rounds)
+            found, states = pairs(ran_rounds), other_states(ran_rounds)
             rows.update(found)
-            two_states |= families_in(other_states(ran_rounds))
+            odd += two_states(states, gpu)
+            families |= families_in(states)
             gpu_of.update(dict.fromkeys((name for name, _ in found), gpu))
     except processes.Interrupted as exc:
         print(f"vitperf ab: {exc}, and every process it started has ended. Each GPU's rounds are kept in {work}; "
@@ -122,6 +125,6 @@ def split_over_gpus(commands: dict[str, list[str]], work: Path, args: argparse.N
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     child.wait(timeout=60)
                 processes.end(child)
-    judged = judge(rows, threshold=args.threshold, confidence=args.confidence, looks=looks, two_states=two_states)
+    judged = judge(rows, threshold=args.threshold, confidence=args.confidence, looks=looks, two_states=families)
     judged = [replace(r, gpu=gpu_of[r.name]) for r in judged]
-    return report(judged, f"GPUs {', '.join(g for g, _ in started)}", rounds, looks, work, args)
+    return report(judged, f"GPUs {', '.join(g for g, _ in started)}", rounds, looks, work, args, odd=odd)

@@ -6,15 +6,16 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_vitperf.cli.ab import _recorded, compile_mode, shared_parts
+from pytest_vitperf.cli.ab import compile_mode, shared_parts
 from pytest_vitperf.engines import INDUCTOR_PART, READY_PART
 
 if TYPE_CHECKING:
-    from pytest_vitperf.verdicts.ab import Process, Row
+    from pytest_vitperf.verdicts.ab import Row
     from pytest_vitperf.workers import WorkerRecord
 
 
@@ -64,21 +65,11 @@ def ready_line(ready: dict[str, dict[str, list[str]]]) -> list[str]:
     return ["", f"Ready engines: every round of a side ran its side's one build of each of {len(rows)} rows"]
 
 
-def two_states(work: Path, args: argparse.Namespace) -> list[str]:
-    """The processes that ran a family in another state than their side's others (verdicts.ab.other_states), as
-    'round R SIDE: MODEL bBATCH', with their GPU where the run was split over GPUs; one work folder per GPU."""
-    from pytest_vitperf.verdicts.ab import other_states
-
-    out = []
-    for folder in sorted({p.parent for p in work.rglob("round0-A.json")}):
-        rounds: list[tuple[Process, Process]] = []
-        while (a := _recorded(folder, f"round{len(rounds)}", "A", args, False)) and (
-            b := _recorded(folder, f"round{len(rounds)}", "B", args, False)
-        ):
-            rounds.append((a, b))
-        gpu = f" (GPU {folder.name[3:]})" if folder.name.startswith("gpu") else ""
-        out += [f"round {i} {side}{gpu}: {', '.join(f)}" for (i, side), f in sorted(other_states(rounds).items())]
-    return out
+def two_states(states: Mapping[tuple[int, str], list[str]], gpu: str | None = None) -> list[str]:
+    """The processes that verdicts.ab.other_states found, as 'round R SIDE: MODEL bBATCH', with their GPU where the
+    run was split over GPUs."""
+    on = f" (GPU {gpu})" if gpu is not None else ""
+    return [f"round {i} {side}{on}: {', '.join(f)}" for (i, side), f in sorted(states.items())]
 
 
 def round_time(work: Path) -> dict[str, WorkerRecord]:
@@ -117,7 +108,7 @@ def time_lines(times: dict[str, WorkerRecord]) -> list[str]:
 
 
 def report(rows: list[Row], device: str, rounds: int, looks: int, work: Path, args: argparse.Namespace,
-           explained: dict[str, Any] | None = None) -> int:  # fmt: skip
+           explained: dict[str, Any] | None = None, odd: Sequence[str] = ()) -> int:  # fmt: skip
     """The table (and --explain's findings) on stdout, --markdown, --json and --export written; the exit code of
     the verdicts."""
     from pytest_vitperf.cli.ab_explain import as_json
@@ -128,7 +119,7 @@ def report(rows: list[Row], device: str, rounds: int, looks: int, work: Path, ar
     facts = {"a": args.a, "b": args.b, "device": device, "threshold": args.threshold, "confidence": args.confidence,
              "rounds": rounds, "looks": looks, "compile": compile_mode(args.pytest_args),
              "builds": _builds(args)}  # fmt: skip
-    ready, times, odd = ready_engines(work), round_time(work), two_states(work, args)
+    ready, times = ready_engines(work), round_time(work)
     lines = markdown(rows, facts) + ready_line(ready) + (time_lines(times) if times else [])
     lines += ["", f"Not judged, their families run in two states (every row {STATE:.0%} or more one way from the "
               f"side's medians): {'; '.join(odd)}"] if odd else []  # fmt: skip
@@ -140,7 +131,7 @@ def report(rows: list[Row], device: str, rounds: int, looks: int, work: Path, ar
                args.json: json.dumps({**facts, "work_dir": str(work), "exit": code,
                                       "rows": [r.to_dict() for r in rows], "ready_engines": ready,
                                       "round_time": {side: asdict(w) for side, w in times.items()},
-                                      "other_states": odd, **why},
+                                      "other_states": list(odd), **why},
                                      indent=1),
                args.export: json.dumps(github_action_benchmark(rows), indent=1)}  # fmt: skip
     for path, text in outputs.items():

@@ -82,6 +82,12 @@ Process = Mapping[str, Side]  # one process's rows by name
 Pair = tuple[Side, Side]  # one round of one row: (A, B)
 
 
+def family_of(name: str) -> str:
+    """'MODEL bBATCH' of a row named 'MODEL PRECISION bBATCH': the engines a process measured together."""
+    model, _, batch = name.rsplit(" ", 2)
+    return f"{model} {batch}"
+
+
 STATE = 0.03  # how far, all one way, a family's rows sit from their side's medians in a process in another state
 
 
@@ -102,8 +108,7 @@ def other_states(rounds: Sequence[tuple[Process, Process]]) -> dict[tuple[int, s
         for i, x in enumerate(logs):
             families: dict[str, list[float]] = {}
             for name, v in x.items():
-                model, _, batch = name.rsplit(" ", 2)
-                families.setdefault(f"{model} {batch}", []).append(v - middle[name])
+                families.setdefault(family_of(name), []).append(v - middle[name])
             moved = sorted(f for f, d in families.items() if len(d) > 1 and (min(d) >= bar or max(d) <= -bar))
             if moved:
                 out[(i, side)] = moved
@@ -180,8 +185,7 @@ def judge(
     for (name, what), (t, c) in sorted(judged.items()):
         n = 0 if t is None else t.n
         seen = math.inf if t is None else detectable_change(t.sd_log, n, level, threshold=threshold, df=t.df)
-        model, _, batch = name.rsplit(" ", 2)
-        odd = f"{model} {batch}" in two_states
+        odd = family_of(name) in two_states
         verdict = UNKNOWN if odd else decide(t, kept.get((name, what), False), threshold)
         out.append(Row(name, what, n, t, c, verdict, seen, two_states=odd))
     return out
