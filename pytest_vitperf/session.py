@@ -13,10 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_vitperf.core.precision import PRECISIONS, unsupported_reason
 from pytest_vitperf.engines.plan import PlanRecord
+from pytest_vitperf.engines.reference import same_weights
 from pytest_vitperf.hookspec import registered_models
 from pytest_vitperf.measure.clocks import NvmlProbe
 from pytest_vitperf.measure.measurement import Measurement, Spec
 from pytest_vitperf.measure.rounds import MAX_LOOKS, FamilyRun, RoundPlan
+from pytest_vitperf.measure.timing import Laps
 from pytest_vitperf.verdicts.baselines.gate import Outcome, Write
 from pytest_vitperf.verdicts.floors import FLOORS_FILE, Floor, FloorsFile, Verdict
 from pytest_vitperf.verdicts.stats import family_wise
@@ -57,6 +59,8 @@ class VitperfSession:
         self._startup_s: dict[str, float] = {}  # "device" (torch import + CUDA probe) and each model's build
         self.started = time.perf_counter()
         self.measure_s = 0.0  # wall time spent warming up and timing engines and GEMMs
+        self.checks_s = 0.0  # checking engines' outputs against the FP32 model's (fixtures.engines.check_once)
+        self.prepare_steps = Laps()  # where preparing engines went: copying the model, then the backend's steps
         self._priors: dict[tuple[str, str, str, str], Prior | None] = {}
         self._engines: dict[tuple[str, str, int, str, int], Engine] = {}  # (model, precision, batch, backend, build)
         self._other_backends: dict[str, tuple[Backend, str | None]] = {}
@@ -210,9 +214,14 @@ class VitperfSession:
         built = (model_name, precision, batch, chosen.name, build)
         if built not in self._engines:
             start = time.perf_counter()
-            model = copy.deepcopy(self.model(model_name))  # a backend may cast or move what it is given
+            source = self.model(model_name)
+            with self.prepare_steps("copy"):
+                model = copy.deepcopy(source)  # a backend may cast or move what it is given
+                same_weights(source, model)
             engine = chosen.prepare(model, model_name=model_name, precision=precision, batch=batch, device=self.device,
                                     settings=self.settings)  # fmt: skip
+            for step, seconds in engine.describe().get("prepare_steps", {}).items():
+                self.prepare_steps[step] = round(self.prepare_steps.get(step, 0.0) + seconds, 3)
             self._prepare_s[key] = round(self._prepare_s.get(key, 0.0) + time.perf_counter() - start, 1)
             delay = dict(self.settings.inject_delay).get(precision)
             if delay is not None:  # the sensitivity self-test: a known slowdown, loud in the header and the summary
@@ -355,6 +364,8 @@ class VitperfSession:
             measured=[m.spec.label for k, m in self.measurements.items() if k in self._measured_here],
             engines=len(self._engines),
             measure_s=round(self.measure_s, 1),
+            checks_s=round(self.checks_s, 1),
+            prepare_steps={k: round(v, 1) for k, v in self.prepare_steps.items()},
             timed_s=round(math.fsum(m.timed_s for k, m in self.measurements.items() if k in self._measured_here), 1),
             wall_s=round(time.perf_counter() - self.started, 1),
             waited_s=self.waited_s,

@@ -51,6 +51,8 @@ class WorkerRecord:
     timed_s: float = 0.0  # the GPU time the samples cover
     wall_s: float = 0.0  # since the plugin started in this process
     waited_s: float = 0.0  # importing torch and timm, then waiting for its turn (--vitperf-wait-for)
+    checks_s: float = 0.0  # engines' outputs checked against FP32 (the FP32 references included)
+    prepare_steps: dict[str, float] = field(default_factory=dict)  # prepare_s by step (copy, convert, compile, ...)
     threads: int = 0  # its thread budget (share_host)
 
 
@@ -58,13 +60,15 @@ def time_account(w: WorkerRecord) -> str:
     """Where a process's time went: start-up, preparing engines, warm-up and timing, and the rest (the accuracy and
     correctness tests, exports). A warm run's engines come from the cache: their preparation is what it costs."""
     start = math.fsum(w.startup_s.values())
-    each = f" ({w.prepare_s / w.engines:.1f} s each)" if w.engines else ""
-    rest = max(0.0, w.wall_s - w.waited_s - start - w.prepare_s - w.measure_s)
+    steps = ", ".join(f"{k} {v:.1f}" for k, v in w.prepare_steps.items() if v >= 0.05)
+    each = f" ({w.prepare_s / w.engines:.1f} s each{'; in all: ' + steps if steps else ''})" if w.engines else ""
+    rest = max(0.0, w.wall_s - w.waited_s - start - w.prepare_s - w.measure_s - w.checks_s)
     waited = f", {w.waited_s:.0f} s before its turn (imports, then waiting)" if w.waited_s else ""
+    checks = f", {w.checks_s:.0f} s checking outputs against FP32" if w.checks_s else ""
     return (
         f"{w.wall_s:.0f} s since the plugin started: {start:.0f} s start-up (torch, device, models){waited}, "
         f"{w.prepare_s:.0f} s preparing {w.engines} engine(s){each}, {w.measure_s:.0f} s measuring "
-        f"({w.timed_s:.0f} s timed, {max(0.0, w.measure_s - w.timed_s):.0f} s warm-up, clocks and turns), "
+        f"({w.timed_s:.0f} s timed, {max(0.0, w.measure_s - w.timed_s):.0f} s warm-up, clocks and turns){checks}, "
         f"{rest:.0f} s in the rest (accuracy and correctness tests, exports)"
         + (f"; {w.threads} CPU thread(s) ({THREADS} to change)" if w.threads else "")
     )

@@ -545,8 +545,10 @@ def test_the_time_line_gives_the_median_round_process_of_each_side(tmp_path: Pat
     for i, (prepare, wall) in enumerate([(25.0, 51.0), (33.0, 63.0), (28.0, 55.0)]):
         for side in "AB":
             startup = {"device": 9.0, "vit_base_patch16_224": 1.0}
+            steps = {"copy": 1.0, "convert": prepare / 2, "compile": 9.0 + i}  # the backend's steps, in all
             record = WorkerRecord("this process", 0, "GPU-x", startup, prepare, ["fp8 b64"], engines=8, measure_s=4.0,
-                                  timed_s=3.0, wall_s=wall, waited_s=7.0)  # fmt: skip
+                                  timed_s=3.0, wall_s=wall, waited_s=7.0, checks_s=2.0 + i,
+                                  prepare_steps=steps)  # fmt: skip
             doc = {**stored, "machine_info": {"vitperf": {"process": asdict(record)}}}
             (tmp_path / f"round{i}-{side}.json").write_text(json.dumps(doc))
     (tmp_path / "prepare-A.json").write_text(json.dumps(stored))  # no record, and not a round: left out
@@ -554,5 +556,6 @@ def test_the_time_line_gives_the_median_round_process_of_each_side(tmp_path: Pat
     assert set(times) == {"A", "B"} and times["A"].prepare_s == 28.0 and times["A"].wall_s == 55.0
     line = time_lines(times)[1]
     assert line.startswith("Round process, side A (median of 3 rounds): 55 s since the plugin started: 10 s start-up")
-    assert "28 s preparing 8 engine(s) (3.5 s each), 4 s measuring (3 s timed" in line
+    assert "28 s preparing 8 engine(s) (3.5 s each; in all: copy 1.0, convert 14.0, compile 10.0), 4 s" in line
+    assert "warm-up, clocks and turns), 3 s checking outputs against FP32, 3 s in the rest" in line  # 55-7-10-28-4-3
     assert round_time(tmp_path / "nothing") == {}

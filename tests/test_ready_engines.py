@@ -77,11 +77,11 @@ def test_the_real_quant_linears_can_be_saved_inside_a_compiled_model(tmp_path: P
     w = torch.randn(64, 32)
     model = torch.nn.Sequential(Int8Linear(w, torch.randn(64), w.abs().amax(1, keepdim=True), 3.0), torch.nn.GELU())
     x = torch.randn(20, 32)
-    engine, facts = compiled(model.eval(), x, {}, tmp_path, ("int8", 20), torch.no_grad())
+    engine, facts = compiled(model.eval(), x, {}, tmp_path, ("int8", 20), torch.no_grad)
     assert facts["ready"]["how"] == "compiled and saved", facts
     with torch.inference_mode():
         y = engine(x)
-    loaded, again = compiled(model, x, {}, tmp_path, ("int8", 20), torch.no_grad())
+    loaded, again = compiled(model, x, {}, tmp_path, ("int8", 20), torch.no_grad)
     assert again["ready"]["how"] == "loaded" and again["ready"]["sha256"] == facts["ready"]["sha256"], again
     with torch.inference_mode():
         assert torch.equal(loaded(x), y)

@@ -41,3 +41,37 @@ def test_a_damaged_reference_is_said_once_and_written_over(tmp_path: Path) -> No
     with pytest.warns(UserWarning, match=r"^FP32 reference .* is unusable \(.+\); computing it again$"):
         assert torch.equal(fp32_reference(model, NAME, 1, tmp_path), first)
     assert torch.equal(fp32_reference(model, NAME, 1, tmp_path), first) and len(calls) == 2  # rewritten whole
+
+
+def test_a_weights_digest_is_taken_once_and_never_outlives_the_weights_it_was_taken_of() -> None:
+    """References, calibrations and conversions of one process key on the same weights: hashed once, and again as
+    soon as any tensor changes in place, is cast or moved, or is replaced."""
+    import copy
+
+    from pytest_vitperf.engines import reference
+    from pytest_vitperf.engines.reference import same_weights, weights_digest
+
+    model = build_model(NAME)
+    digest = weights_digest(model)
+    hashed: list[int] = []
+    real = reference.tensor_bytes
+    reference.tensor_bytes = lambda t: hashed.append(1) or real(t)  # type: ignore[assignment, func-returns-value]
+    try:
+        assert weights_digest(model) == digest and not hashed  # remembered
+        twin = copy.deepcopy(model)
+        same_weights(model, twin)
+        assert weights_digest(twin) == digest and not hashed  # a deep copy carries it
+        assert weights_digest(copy.deepcopy(model)) == digest and hashed  # one never told is hashed
+        changes = [
+            lambda m: m.head.bias.requires_grad_(False).add_(1),  # in place
+            lambda m: m.half(),  # cast
+            lambda m: setattr(m.head, "weight", torch.nn.Parameter(m.head.weight.detach() * 2)),  # replaced
+            lambda m: setattr(m.head.weight, "data", m.head.weight.data * 2),  # its data replaced
+        ]
+        for change in changes:
+            changed = copy.deepcopy(model)
+            same_weights(model, changed)
+            change(changed)
+            assert weights_digest(changed) != digest
+    finally:
+        reference.tensor_bytes = real  # type: ignore[assignment]

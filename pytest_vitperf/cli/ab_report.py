@@ -91,11 +91,15 @@ def round_time(work: Path) -> dict[str, WorkerRecord]:
         def mid(values: list[float]) -> float:
             return float(statistics.median(values))
 
-        startup = {k: mid([r.startup_s.get(k, 0.0) for r in rs]) for k in {k for r in rs for k in r.startup_s}}
-        return replace(rs[0], worker=f"median of {len(rs)}", startup_s=startup, measured=[],
+        def each(field: str) -> dict[str, float]:
+            parts: list[dict[str, float]] = [getattr(r, field) for r in rs]
+            return {k: mid([p.get(k, 0.0) for p in parts]) for k in dict.fromkeys(k for p in parts for k in p)}
+
+        return replace(rs[0], worker=f"median of {len(rs)}", startup_s=each("startup_s"), measured=[],
                        engines=round(mid([r.engines for r in rs])), prepare_s=mid([r.prepare_s for r in rs]),
                        measure_s=mid([r.measure_s for r in rs]), timed_s=mid([r.timed_s for r in rs]),
-                       wall_s=mid([r.wall_s for r in rs]), waited_s=mid([r.waited_s for r in rs]))  # fmt: skip
+                       wall_s=mid([r.wall_s for r in rs]), waited_s=mid([r.waited_s for r in rs]),
+                       checks_s=mid([r.checks_s for r in rs]), prepare_steps=each("prepare_steps"))  # fmt: skip
 
     return {side: median(rs) for side, rs in sorted(records.items())}
 

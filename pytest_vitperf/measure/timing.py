@@ -8,14 +8,27 @@ launches are queued back to back in chunks and synchronised once per chunk.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
 Launch = Callable[[], None]
+
+
+class Laps(dict[str, float]):
+    """Host seconds spent in named steps, added up: where preparing an engine goes."""
+
+    @contextlib.contextmanager
+    def __call__(self, step: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self[step] = round(self.get(step, 0.0) + time.perf_counter() - start, 3)
 
 
 class Clock(Protocol):

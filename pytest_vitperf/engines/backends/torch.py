@@ -24,7 +24,7 @@ from pytest_vitperf.core.precision import builtin_backend_reason, get_precision
 from pytest_vitperf.engines import INDUCTOR_PART
 from pytest_vitperf.engines.models import fixed_input, input_size
 from pytest_vitperf.measure.env import environ, version_of
-from pytest_vitperf.measure.timing import Clock, PerfCounterClock, TorchCudaEventClock
+from pytest_vitperf.measure.timing import Clock, Laps, PerfCounterClock, TorchCudaEventClock
 
 if TYPE_CHECKING:
     import torch
@@ -232,10 +232,12 @@ class TorchBackend:
         x = fixed_input((batch, *input_size(model))).to(dev, dtype)
         parameters = sum(p.numel() for p in model.parameters())  # before FP8/INT8 weights become buffers
         quantized = None
-        if p.recipe.sparse24 or (p.weights in _REAL_QUANT and p.recipe.config is not None):
-            model, quantized = _quantized(model, p, dtype, dev, settings)
-        else:
-            model = model.to(dev, dtype).eval()
+        laps = Laps()
+        with laps("convert"):
+            if p.recipe.sparse24 or (p.weights in _REAL_QUANT and p.recipe.config is not None):
+                model, quantized = _quantized(model, p, dtype, dev, settings)
+            else:
+                model = model.to(dev, dtype).eval()
         tensors = [*model.parameters(), *model.buffers()]
         info: dict[str, Any] = {
             "backend": "torch",
@@ -256,13 +258,15 @@ class TorchBackend:
 
             facts = (precision, batch, dtype, dev.type, device.name, compile_mode)
             how = _COMPILE_ARGS[compile_mode]
-            model, made = compiled(model, x, how, settings.cache_dir, facts, _compiling(settings))
+            with laps("compile"):
+                model, made = compiled(model, x, how, settings.cache_dir, facts, lambda: _compiling(settings))
             info.update(made)
         # What is left to compile (a model that no ready engine could be made of) happens on the first calls below.
         budget = _compiling(settings) if compile_mode != "off" else contextlib.nullcontext()
+        info["prepare_steps"] = laps  # filled in as the steps below run
         if device.sm is None:
             if compile_mode != "off":
-                with budget, torch.inference_mode():
+                with laps("warm-up"), budget, torch.inference_mode():
                     model(x)  # compile now, within the budget, not inside the first timed call
             info["mode"] = "eager"
             return TorchEngine(model, model_name, x, precision, batch, PerfCounterClock(), "eager", info=info)
@@ -272,13 +276,14 @@ class TorchBackend:
             model, model_name, x, precision, batch, TorchCudaEventClock(stream), "eager", stream=stream
         )
         with budget, torch.inference_mode(), torch.cuda.stream(stream):
-            for _ in range(3):  # lazy init, cuBLAS handles and autotuning happen outside capture
-                engine.static_out = model(x)
-            stream.synchronize()
+            with laps("warm-up"):
+                for _ in range(3):  # lazy init, cuBLAS handles and autotuning happen outside capture
+                    engine.static_out = model(x)
+                stream.synchronize()
             if settings.cuda_graph:
                 graph = torch.cuda.CUDAGraph()
                 try:
-                    with torch.cuda.graph(graph, stream=stream):
+                    with laps("capture"), torch.cuda.graph(graph, stream=stream):
                         engine.static_out = model(x)
                 except torch.cuda.OutOfMemoryError:
                     raise
