@@ -207,6 +207,9 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
         start = time.perf_counter()
         import_ahead()
+        hook = getattr(session.config.hook, "pytest_benchmark_generate_machine_info", None)
+        if hook is not None:  # pytest-benchmark's CPU probe, a subprocess of about 1.5 s (H200), out of the turn
+            vs.machine_info = hook(config=session.config)
         try:
             wait_for_turn(vs.settings.wait_for)
         except TimeoutError as exc:
@@ -273,6 +276,12 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
 
 
 # -- pytest-benchmark: machine facts ----------------------------------------------------------
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_benchmark_generate_machine_info(config: pytest.Config) -> dict[str, Any] | None:
+    """pytest-benchmark's machine facts where they were gathered before the turn; else None: it gathers them."""
+    return get_session(config).machine_info
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict[str, Any]) -> None:
     session = get_session(config)

@@ -78,6 +78,7 @@ class VitperfSession:
         self.families: dict[tuple[str, int, str], FamilyRun] = {}  # (model, batch, backend) -> what its rounds gave
         self.members_of: dict[tuple[str, int], dict[str, str]] = {}  # (model, batch) -> precision -> test node id
         self.floors_judged = 0  # floors the collected tests will judge: they share the run's confidence
+        self.machine_info: dict[str, Any] | None = None  # pytest-benchmark's, gathered before the turn
         self.waited_s = 0.0  # importing torch and timm, then waiting for its turn (--vitperf-wait-for)
         self.rows_gated = 0  # benchmark tests collected: the baseline gate's rows share its false-alarm rate
         self.whole_run: list[Any] = []  # a shard's tests before it kept its share: what the counts above count

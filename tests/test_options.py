@@ -309,12 +309,20 @@ from pathlib import Path
 
 def _watch(turn, names):
     end = time.monotonic() + 90
-    while not all(m in sys.modules for m in names):
+    while not all(m in sys.modules for m in names) or not Path("probed").exists():
         if time.monotonic() > end:
-            Path("late").write_text(" ".join(m for m in names if m not in sys.modules))
+            missing = [m for m in names if m not in sys.modules] + ([] if Path("probed").exists() else ["cpuinfo"])
+            Path("late").write_text(" ".join(missing))
             break
         time.sleep(0.05)
     turn.touch()
+
+import cpuinfo  # pytest-benchmark's CPU probe: it says when it ran
+_probe = cpuinfo.get_cpu_info
+def _said():
+    Path("probed").touch()
+    return _probe()
+cpuinfo.get_cpu_info = _said
 
 def pytest_configure(config):
     threading.Thread(target=_watch, args=(Path("turn").absolute(), NAMES), daemon=True).start()
@@ -322,11 +330,15 @@ def pytest_configure(config):
 
 
 def test_a_waiting_process_imports_what_its_turn_would_first(suite: pytest.Pytester) -> None:
-    """In a fresh process, the turn comes only once every module of AHEAD_OF_TURN is loaded (its conftest's watcher
-    writes the turn file then, or after 90 s with the ones missing): so they were imported before the wait."""
+    """In a fresh process, the turn comes only once every module of AHEAD_OF_TURN is loaded and pytest-benchmark has
+    probed the CPU (its conftest's watcher writes the turn file then, or after 90 s with what is missing): so both
+    happened before the wait. The probe's facts still reach the JSON."""
     from pytest_vitperf.workers import AHEAD_OF_TURN
 
     suite.makeconftest(f"NAMES = {AHEAD_OF_TURN!r}\n{WATCH}")
-    result = suite.runpytest_subprocess(*FAST, "--vitperf-precisions=fp32", "--vitperf-wait-for=turn")
+    out = suite.path / "out.json"
+    result = suite.runpytest_subprocess(*FAST, "--vitperf-precisions=fp32", "--vitperf-wait-for=turn",
+                                        f"--benchmark-json={out}")  # fmt: skip
     result.assert_outcomes(passed=1)
     assert not (suite.path / "late").exists(), (suite.path / "late").read_text()
+    assert json.loads(out.read_text())["machine_info"]["cpu"]["arch"]
