@@ -53,6 +53,7 @@ class WorkerRecord:
     waited_s: float = 0.0  # importing torch and timm, then waiting for its turn (--vitperf-wait-for)
     checks_s: float = 0.0  # engines' outputs checked against FP32 (the FP32 references included)
     prepare_steps: dict[str, float] = field(default_factory=dict)  # prepare_s by step (copy, convert, compile, ...)
+    after_s: float = 0.0  # from its results written to its exit; vitperf ab measures it from outside
     threads: int = 0  # its thread budget (share_host)
 
 
@@ -70,6 +71,7 @@ def time_account(w: WorkerRecord) -> str:
         f"{w.prepare_s:.0f} s preparing {w.engines} engine(s){each}, {w.measure_s:.0f} s measuring "
         f"({w.timed_s:.0f} s timed, {max(0.0, w.measure_s - w.timed_s):.0f} s warm-up, clocks and turns){checks}, "
         f"{rest:.0f} s in the rest (accuracy and correctness tests, exports)"
+        + (f"; then {w.after_s:.0f} s from its results to its exit" if w.after_s else "")
         + (f"; {w.threads} CPU thread(s) ({THREADS} to change)" if w.threads else "")
     )
 

@@ -538,6 +538,7 @@ def test_the_time_line_gives_the_median_round_process_of_each_side(tmp_path: Pat
     57: a round measured 4 s of its 51-63 s). The rounds are a stored H100 process's JSON with records added."""
     from dataclasses import asdict
 
+    from pytest_vitperf.cli.ab import ENDED
     from pytest_vitperf.cli.ab_report import round_time, time_lines
     from pytest_vitperf.workers import WorkerRecord
 
@@ -550,7 +551,11 @@ def test_the_time_line_gives_the_median_round_process_of_each_side(tmp_path: Pat
                                   timed_s=3.0, wall_s=wall, waited_s=7.0, checks_s=2.0 + i,
                                   prepare_steps=steps)  # fmt: skip
             doc = {**stored, "machine_info": {"vitperf": {"process": asdict(record)}}}
-            (tmp_path / f"round{i}-{side}.json").write_text(json.dumps(doc))
+            out = tmp_path / f"round{i}-{side}.json"
+            out.write_text(json.dumps(doc))
+            ended = out.with_suffix(ENDED)  # as vitperf ab marks a process's end: here 5-7 s after its results
+            ended.touch()
+            os.utime(ended, (out.stat().st_mtime + 5 + i, out.stat().st_mtime + 5 + i))
     (tmp_path / "prepare-A.json").write_text(json.dumps(stored))  # no record, and not a round: left out
     times = round_time(tmp_path)
     assert set(times) == {"A", "B"} and times["A"].prepare_s == 28.0 and times["A"].wall_s == 55.0
@@ -558,4 +563,5 @@ def test_the_time_line_gives_the_median_round_process_of_each_side(tmp_path: Pat
     assert line.startswith("Round process, side A (median of 3 rounds): 55 s since the plugin started: 10 s start-up")
     assert "28 s preparing 8 engine(s) (3.5 s each; in all: copy 1.0, convert 14.0, compile 10.0), 4 s" in line
     assert "warm-up, clocks and turns), 3 s checking outputs against FP32, 3 s in the rest" in line  # 55-7-10-28-4-3
+    assert "; then 6 s from its results to its exit" in line
     assert round_time(tmp_path / "nothing") == {}

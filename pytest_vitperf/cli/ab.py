@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from pytest_vitperf.verdicts.ab import Process, Row
 
 EXAMPLE = "vitperf ab --a .venv --b /opt/candidate-venv --budget-s 600 -- suites/test_vit_latency.py"
+ENDED = ".ended"  # beside a process's JSON: when it ended (ab_report.round_time)
 
 
 def side_command(env: str) -> list[str]:
@@ -56,9 +57,8 @@ PROCESS_PLAN = (f"{BUILDS}=1", f"{ROUNDS}=5", f"{ROUND_BUDGET_S}=0")
 
 
 def suite_args(pytest_args: list[str]) -> list[str]:
-    """The sides' pytest arguments, theirs last so that they win: the torch backend compiles deterministically
-    (without Inductor's timed kernel choices every compile of an engine chooses the same kernels; a cold compile of
-    one engine came out 7.5% slower than four others in the default mode), and measures PROCESS_PLAN."""
+    """The sides' pytest arguments, theirs last so that they win: compiled deterministically (every compile chooses the
+    same kernels; in the default mode one came out 7.5% slower than four others), measuring PROCESS_PLAN."""
     return [f"{COMPILE}=deterministic", *PROCESS_PLAN, *pytest_args]
 
 
@@ -112,6 +112,8 @@ def _end(r: _Running, kill: bool = False) -> int:
         r.log.close()
         if kill or (r.popen.returncode or 0) < 0:  # killed, by us or by a signal
             r.out.unlink(missing_ok=True)
+        elif r.out.exists():  # when it ended, beside when it wrote its results: the time line's last part
+            r.out.with_suffix(ENDED).touch()
         if r.cache is not None:
             shutil.rmtree(r.cache, ignore_errors=True)
 
@@ -284,8 +286,7 @@ def _again(args: argparse.Namespace, resume: bool = False) -> str:
     opts += [f"--budget-s {args.budget_s:g}"] if getattr(args, "budget_s", 0) else []
     opts += [f"--{k} {shlex.quote(getattr(args, k))}" for k in ("gpu", "gpus") if getattr(args, k, None)]
     opts += [f"--work-dir {shlex.quote(str(args.work_dir))}"] if args.work_dir else []
-    opts += ["--reuse-compiles"] if args.reuse_compiles else []
-    opts += ["--resume"] if args.resume or resume else []
+    opts += ["--reuse-compiles"] * bool(args.reuse_compiles) + ["--resume"] * bool(args.resume or resume)
     return " ".join(["vitperf ab", *opts, "--", *map(shlex.quote, args.pytest_args)])
 
 

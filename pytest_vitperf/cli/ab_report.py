@@ -11,7 +11,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_vitperf.cli.ab import compile_mode, shared_parts
+from pytest_vitperf.cli.ab import ENDED, compile_mode, shared_parts
 from pytest_vitperf.engines import INDUCTOR_PART, READY_PART
 
 if TYPE_CHECKING:
@@ -83,9 +83,13 @@ def round_time(work: Path) -> dict[str, WorkerRecord]:
     for side, path in _rounds(work):
         try:
             process = read_json(path, BenchmarkJsonError)["machine_info"]["vitperf"]["process"]
-            records.setdefault(side, []).append(WorkerRecord(**process))
+            record = WorkerRecord(**process)
         except (BenchmarkJsonError, KeyError, TypeError):
             continue  # an older plugin's JSON, or a process that wrote none: no time to tell
+        ended = path.with_suffix(ENDED)
+        if ended.exists():  # from its results written to its exit: its summary, then the interpreter's shutdown
+            record = replace(record, after_s=round(max(0.0, ended.stat().st_mtime - path.stat().st_mtime), 1))
+        records.setdefault(side, []).append(record)
 
     def median(rs: list[WorkerRecord]) -> WorkerRecord:
         def mid(values: list[float]) -> float:
@@ -99,7 +103,8 @@ def round_time(work: Path) -> dict[str, WorkerRecord]:
                        engines=round(mid([r.engines for r in rs])), prepare_s=mid([r.prepare_s for r in rs]),
                        measure_s=mid([r.measure_s for r in rs]), timed_s=mid([r.timed_s for r in rs]),
                        wall_s=mid([r.wall_s for r in rs]), waited_s=mid([r.waited_s for r in rs]),
-                       checks_s=mid([r.checks_s for r in rs]), prepare_steps=each("prepare_steps"))  # fmt: skip
+                       checks_s=mid([r.checks_s for r in rs]), prepare_steps=each("prepare_steps"),
+                       after_s=mid([r.after_s for r in rs]))  # fmt: skip
 
     return {side: median(rs) for side, rs in sorted(records.items())}
 
