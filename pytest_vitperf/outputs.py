@@ -162,6 +162,7 @@ def summary(tr: Any, session: VitperfSession) -> None:
     `vitperf merge` prints."""
     if not session.measurements:
         return
+    from pytest_vitperf.report.memory import memory_summary
     from pytest_vitperf.report.tables import clock_notes, gemm_summary, interval_notes, measurement_notes, summary
 
     max_cov, confidence = session.settings.noise_threshold, session.settings.confidence
@@ -186,6 +187,11 @@ def summary(tr: Any, session: VitperfSession) -> None:
         from pytest_vitperf.workers import time_account
 
         tr.write_line("time: " + time_account(session.worker_record("this process")))
+    memory = memory_summary(session.measurements.values())
+    if memory:
+        tr.write_sep("-", "vitperf memory (weights, and what one call needs on the GPU; against FP16 at the batch)")
+        for line in memory:
+            tr.write_line(line)
     gemms = gemm_summary(session.measurements.values())
     if gemms:
         tr.write_sep("-", "vitperf GEMMs (cuBLAS through torch; TFLOPS of the product, TOPS for int8)")

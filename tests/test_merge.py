@@ -41,7 +41,9 @@ def test_two_shards_merge_into_the_report_of_one_run(
     capsys.readouterr()
     assert main(["merge", *map(str, paths)]) == 1
     out = capsys.readouterr().out
-    assert sum(line.startswith("test_vit ") for line in out.splitlines()) == 6 and "device: CPU" in out
+    table, memory = out.split("vitperf memory")  # the summary's rows, then each engine's weights
+    assert sum(line.startswith("test_vit ") for line in table.splitlines()) == 6 and "device: CPU" in out
+    assert sum(line.startswith("test_vit ") for line in memory.splitlines()) == 6
     assert "vitperf GEMMs" not in out
     assert re.search(r"test_vit +bf16-again +2 .* FAIL \(floor 0.95x\)", out), out
     assert "shard 1/2 on " in out and "shard 2/2 on " in out
