@@ -221,8 +221,7 @@ class VitperfSession:
                 same_weights(source, model)
             engine = chosen.prepare(model, model_name=model_name, precision=precision, batch=batch, device=self.device,
                                     settings=self.settings)  # fmt: skip
-            for step, seconds in engine.describe().get("prepare_steps", {}).items():
-                self.prepare_steps[step] = round(self.prepare_steps.get(step, 0.0) + seconds, 3)
+            self.prepare_steps.add(engine.describe().get("prepare_steps", {}))
             self._prepare_s[key] = round(self._prepare_s.get(key, 0.0) + time.perf_counter() - start, 1)
             delay = dict(self.settings.inject_delay).get(precision)
             if delay is not None:  # the sensitivity self-test: a known slowdown, loud in the header and the summary

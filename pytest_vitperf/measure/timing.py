@@ -28,7 +28,11 @@ class Laps(dict[str, float]):
         try:
             yield
         finally:
-            self[step] = round(self.get(step, 0.0) + time.perf_counter() - start, 3)
+            self.add({step: time.perf_counter() - start})
+
+    def add(self, other: dict[str, float]) -> None:
+        for step, seconds in other.items():
+            self[step] = round(self.get(step, 0.0) + seconds, 3)
 
 
 class Clock(Protocol):
