@@ -155,8 +155,10 @@ def test_one_reference_per_family_one_summary_one_json(suite: pytest.Pytester) -
                         "--vitperf-baseline-dir=bl", "--benchmark-json=out.json")  # fmt: skip
     r.assert_outcomes(passed=6)
     out = r.stdout.str()
-    summary_rows = re.findall(r"^test_vit +(\w+) +(\d+) +torch ", out, re.M)
+    table, memory = out.split("vitperf memory")  # the summary, then each engine's weights
+    summary_rows = re.findall(r"^test_vit +(\w+) +(\d+) +torch ", table, re.M)
     assert sorted(summary_rows) == sorted((p, b) for p in ("fp16", "bf16", "fp32") for b in ("1", "2"))
+    assert sorted(re.findall(r"^test_vit +(\w+) +(\d+) +torch ", memory, re.M)) == sorted(summary_rows)
     baseline_rows = re.findall(r"^test_vit +(\w+) +(\d+) +- .*missing$", out, re.M)
     assert sorted(baseline_rows) == sorted(summary_rows)  # each once, though both workers could have measured fp16
     benchmarks = json.loads((suite.path / "out.json").read_text())["benchmarks"]
