@@ -86,6 +86,12 @@ class TrtEngine:
             graph = check_cuda(rt.cudaStreamEndCapture(self.stream))
             self._graph_exec = check_cuda(rt.cudaGraphInstantiate(graph, 0))
         self.info["mode"] = "cuda-graph" if self._graph_exec is not None else "enqueue"
+        # What one call needs on the GPU, as the torch backend counts it: the plan (its weights), the I/O buffers and
+        # the context's activation memory (TensorRT 10.1+ and TensorRT-RTX call it device_memory_size_v2).
+        activations = getattr(self._engine, "device_memory_size_v2", None)
+        if activations is not None and "engine_bytes" in self.info:
+            io = sum(nbytes for _, nbytes, _, _ in self._buffers.values())
+            self.info["peak_bytes"] = int(self.info["engine_bytes"]) + io + int(activations)
         return self
 
     def launch(self) -> None:
