@@ -16,6 +16,7 @@ import pytest
 
 from pytest_vitperf.cli import main
 from pytest_vitperf.cli.ab import (
+    ENDED,
     PROCESS_PLAN,
     SideFailed,
     _in_turn,
@@ -470,7 +471,7 @@ echo $$ > pid-$SIDE; echo "start $SIDE" >> events
 if [ -n "$turn" ]; then while [ ! -f "$turn" ]; do sleep 0.05; done; fi
 echo "run $SIDE" >> events; sleep 0.3
 if [ -n "$FAIL" ]; then exit 3; fi
-cp "$DATA" "$out"; echo "end $SIDE" >> events
+cp "$DATA" "$out"; sleep 0.3; echo "end $SIDE" >> events
 """
 
 
@@ -498,6 +499,9 @@ def test_each_process_starts_while_the_one_before_it_runs_and_runs_after_it(
     starts, ends = ([i for i, e in enumerate(events) if e.startswith(kind)] for kind in ("start", "end"))
     assert all(starts[k] < ends[k - 1] for k in range(1, 4))
     assert not list(tmp_path.glob("cache-*-round*"))  # each process's own builds removed after it
+    for label, side in tasks:  # when each ended, marked beside its results: at least its 0.3 s after writing them
+        out = tmp_path / f"{label}-{side}.json"
+        assert out.with_suffix(ENDED).stat().st_mtime - out.stat().st_mtime >= 0.25
 
 
 def test_a_failed_turn_leaves_no_process_waiting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -538,7 +542,6 @@ def test_the_time_line_gives_the_median_round_process_of_each_side(tmp_path: Pat
     57: a round measured 4 s of its 51-63 s). The rounds are a stored H100 process's JSON with records added."""
     from dataclasses import asdict
 
-    from pytest_vitperf.cli.ab import ENDED
     from pytest_vitperf.cli.ab_report import round_time, time_lines
     from pytest_vitperf.workers import WorkerRecord
 
