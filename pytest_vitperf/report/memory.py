@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from pytest_vitperf.core.precision import PRECISIONS, REFERENCE, get_precision, sort_key
+from pytest_vitperf.core.precision import sort_key
 from pytest_vitperf.measure.measurement import Measurement
+from pytest_vitperf.report.tables import reference_of, table
 
 HEADER = ("model", "precision", "batch", "backend", "weight MB", "vs fp16", "peak MB", "vs fp16")
 
@@ -28,8 +29,6 @@ def peak_bytes(m: Measurement) -> int | None:
 def memory_summary(measurements: Iterable[Measurement]) -> list[str]:
     """One row per engine that says what it weighs; each figure in MB and as a ratio to its reference's. Nothing
     where no engine says (the GEMM products, a run of none)."""
-    from pytest_vitperf.report.tables import table
-
     ms = [m for m in measurements if weight_bytes(m) is not None]
     by_key = {(m.spec.model, m.spec.precision, m.spec.batch, m.spec.backend): m for m in ms}
 
@@ -37,8 +36,7 @@ def memory_summary(measurements: Iterable[Measurement]) -> list[str]:
         mine = of(m)
         if mine is None:
             return "-", "-"
-        name = get_precision(m.spec.precision).reference if m.spec.precision in PRECISIONS else REFERENCE
-        ref = by_key.get((m.spec.model, name, m.spec.batch, m.spec.backend))
+        ref = by_key.get((m.spec.model, reference_of(m.spec.precision), m.spec.batch, m.spec.backend))
         theirs = of(ref) if ref is not None else None
         return f"{mine / 1e6:.1f}", f"{mine / theirs:.2f}x" if theirs else "-"
 

@@ -82,7 +82,8 @@ def _ratio(point: float, interval: Interval | None) -> str:
     return interval.text() if interval is not None else f"{point:.2f}x"
 
 
-def _reference(precision: str) -> str:
+def reference_of(precision: str) -> str:
+    """The precision a speedup of `precision` is taken over: its registry entry's reference, FP16 for one not in it."""
     return get_precision(precision).reference if precision in PRECISIONS else REFERENCE
 
 
@@ -143,7 +144,7 @@ def summary(
     for m in ms:
         s = m.spec
         verdict = verdicts.get(s.key)
-        same_gpu = by_key.get(((s.model, _reference(s.precision), s.batch, s.backend), s.gpu_uuid))
+        same_gpu = by_key.get(((s.model, reference_of(s.precision), s.batch, s.backend), s.gpu_uuid))
         ref = verdict.reference if verdict is not None else same_gpu
         row = _summary_row(m, ref, verdict, max_cov, confidence)
         rows.append([*row[:4], gpu_label(s.gpu_index, s.gpu_uuid), *row[4:]] if len(gpus) > 1 else row)
@@ -362,7 +363,7 @@ def measurement_notes(measurements: dict[tuple[str, str, int, str], Measurement]
         cand = profiled((model, precision, batch, backend))
         if cand is not None:
             lines.append(f"kernels: {what}: {cand.line()}")
-        reference = _reference(precision)
+        reference = reference_of(precision)
         ref = profiled((model, reference, batch, backend))
         if precision != reference and ref is not None and cand is not None:
             lines.append(f"why: {what} vs {reference}: {explain(ref, cand)}")
