@@ -99,7 +99,7 @@ def test_an_output_far_from_fp32_fails_with_the_numbers() -> None:
 
 
 def test_torch_backend_refuses_precisions_it_does_not_build() -> None:
-    for name in ("mxfp8", "fp8-attn", "fp8-sparse24"):
+    for name in ("mxfp8", "fp8-sparse24"):
         with pytest.raises(VitperfError, match=f"{name} is not built by the torch backend.*--vitperf-backend"):
             prepare(build_model("vit_tiny"), name)
     with pytest.raises(VitperfError, match="fp16-sparse24 runs its GEMMs in cuSPARSELt, which needs a CUDA GPU"):
@@ -191,7 +191,7 @@ def test_a_linear_kept_in_high_precision_keeps_its_smoothquant_pre_scale(precisi
     assert cosine(expected, engine.output()) > 0.99
 
 
-@pytest.mark.parametrize("precision", ["fp8", "int8-smoothquant"])
+@pytest.mark.parametrize("precision", ["fp8", "fp8-attn", "int8-smoothquant"])
 def test_a_converted_model_is_restored_bit_for_bit_without_model_optimizer(
     precision: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

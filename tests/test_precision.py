@@ -61,7 +61,7 @@ def test_precision_the_backend_does_not_build_names_the_ones_that_do() -> None:
     assert reason is not None
     assert "torch backend" in reason and "tensorrt, tensorrt-rtx" in reason and "--vitperf-backend" in reason
     assert torch_backend.precision_reason("fp8") is None  # realquant: torch._scaled_mm
-    assert torch_backend.precision_reason("fp8-attn") is not None  # FP8 attention: TensorRT only
+    assert torch_backend.precision_reason("fp8-attn") is None  # FP8 attention: cuDNN on a GPU, torch on a CPU
     assert get_backend("tensorrt-rtx").precision_reason("nvfp4-mlp-only") is None
 
 

@@ -10,3 +10,8 @@ class VitperfError(RuntimeError):
 class OutOfMemory(VitperfError):
     """An engine did not fit in the device's memory: a family that holds several engines at once falls back to one
     at a time."""
+
+
+class NotBuilt(VitperfError):
+    """This environment has no kernel for the combination (a library declined the shape or the GPU): it is skipped
+    with the reason, not failed."""

@@ -1,4 +1,5 @@
-"""The torch backend's real FP8 and INT8 Linears (made by `realquant`), as classes of a module of their own.
+"""The torch backend's real FP8 and INT8 Linears and its FP8 attention (made by `realquant`), as classes of a module
+of their own.
 
 They live at a module's top level, not inside the functions that make them, so that a compiled model holding them
 can be saved and loaded by name (torch.compile's serialised artifacts refuse a class defined in a local scope).
@@ -9,7 +10,9 @@ from __future__ import annotations
 
 import torch
 
-E4M3_MAX = 448.0
+# Imported here so that the op is registered wherever a model holding these classes is loaded.
+from pytest_vitperf.engines.fp8_attention import E4M3_MAX, sdpa_fp8
+
 INT8_MAX = 127.0
 
 
@@ -44,7 +47,10 @@ class Fp8Linear(QuantizedLinear):
         self.register_buffer("x_scale", torch.tensor(x_scale, dtype=torch.float32, device=weight.device))
 
     def gemm(self, x: torch.Tensor) -> torch.Tensor:
-        xq = (x.float() / self.x_scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
+        return self.gemm_fp8((x.float() / self.x_scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn))
+
+    def gemm_fp8(self, xq: torch.Tensor) -> torch.Tensor:
+        """The GEMM of an input already in E4M3 at this Linear's input scale."""
         return torch._scaled_mm(
             xq,
             self.weight.t(),
@@ -54,6 +60,41 @@ class Fp8Linear(QuantizedLinear):
             out_dtype=self.out_dtype,
             use_fast_accum=True,
         )
+
+
+class Fp8Attention(torch.nn.Module):
+    """timm attention with its Linears in FP8 and Q, K, V in E4M3 at Model Optimizer's static scales (the fp8-attn
+    recipe's bmm quantizers), through cuDNN's FP8 attention (`fp8_attention.sdpa_fp8`). Its output comes in E4M3 at
+    the output projection's input scale and goes straight into that projection's FP8 GEMM. The softmax output's
+    calibrated amax is not used: the kernel quantizes unnormalised probabilities, whose largest is 1."""
+
+    qkv_scale: torch.Tensor  # buffers, named for the type checker
+    descale_q: torch.Tensor
+    descale_k: torch.Tensor
+    descale_v: torch.Tensor
+    scale_o: torch.Tensor
+
+    def __init__(self, qkv: Fp8Linear, proj: Fp8Linear, num_heads: int, amax: tuple[float, float, float],
+                 softmax_scale: float) -> None:  # fmt: skip
+        super().__init__()
+        self.qkv, self.proj, self.num_heads = qkv, proj, num_heads
+        device = qkv.weight.device
+        descale = [max(a, 1e-12) / E4M3_MAX for a in amax]
+        # What multiplies q, k and v into E4M3: q takes the softmax scale first, as it did when it was calibrated.
+        scale = [softmax_scale / descale[0], 1 / descale[1], 1 / descale[2]]
+        self.register_buffer("qkv_scale", torch.tensor(scale, dtype=torch.float32, device=device).reshape(3, 1, 1))
+        for name, value in zip(("descale_q", "descale_k", "descale_v"), descale, strict=True):
+            self.register_buffer(name, torch.tensor(value, dtype=torch.float32, device=device))
+        self.register_buffer("scale_o", proj.x_scale.detach().reciprocal())
+
+    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None, is_causal: bool = False) -> torch.Tensor:
+        if attn_mask is not None or is_causal:  # a ViT passes neither; the kernel is built without masks
+            raise ValueError("FP8 attention runs without a mask")
+        b, n, _ = x.shape
+        qkv = self.qkv(x).reshape(b, n, 3, self.num_heads, -1)
+        q, k, v = (qkv.float() * self.qkv_scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn).unbind(2)
+        o = sdpa_fp8(q, k, v, self.descale_q, self.descale_k, self.descale_v, self.scale_o)
+        return self.proj.gemm_fp8(o.reshape(b * n, -1)).reshape(b, n, -1)
 
 
 class Int8Linear(QuantizedLinear):

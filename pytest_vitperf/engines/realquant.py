@@ -61,10 +61,12 @@ class Conversion:
     how: str = "static scales from Model Optimizer calibration"
     kept_as: str = "high precision"
     others: dict[str, str] = field(default_factory=dict)  # module name -> layer type this backend never converts
+    attention: list[str] = field(default_factory=list)  # attention modules whose Q, K, V run in FP8 (fp8-attn)
 
     def summary(self) -> str:
         kept = "; ".join(f"{n} ({why})" for n, why in self.kept.items())
         text = f"{len(self.converted)} Linears in {self.precision} ({self.how})"
+        text += f"; attention in FP8 in {len(self.attention)} blocks (cuDNN)" if self.attention else ""
         text += f"; kept in {self.kept_as}: {kept}" if kept else ""
         by_type: dict[str, list[str]] = {}
         for name, kind in self.others.items():
@@ -127,9 +129,11 @@ def _fits(precision: str, n: int, k: int) -> str | None:
     return None
 
 
-def convert(model: torch.nn.Module, precision: str, dtype: torch.dtype) -> Conversion:
+def convert(model: torch.nn.Module, precision: str, dtype: torch.dtype, attention: bool = False) -> Conversion:
     """Replace, in place, each Linear of a Model Optimizer-calibrated `model` whose input and weight quantizers are
-    enabled by a real `precision` Linear; every other module is returned to plain torch in `dtype`."""
+    enabled by a real `precision` Linear; every other module is returned to plain torch in `dtype`. With
+    `attention` (fp8-attn), each attention whose bmm quantizers were calibrated and whose two Linears became FP8
+    runs its Q, K and V in FP8 too (`fp8_attention`)."""
     import torch
 
     if precision not in ("fp8", "int8"):
@@ -158,13 +162,53 @@ def convert(model: torch.nn.Module, precision: str, dtype: torch.dtype) -> Conve
         else:
             new = int8_linear(weight, bias, wq.amax.detach().expand(n, 1), x_amax, pre_scale)
         replacements[name] = new
+    amaxes = _attention_amax(model) if attention else {}
     _to_plain_torch(model)
     model.to(dtype)  # before the swap: `.to(dtype)` would cast the FP8 weights and FP32 scales too
     for name, new in replacements.items():
-        parent, _, child = name.rpartition(".")
-        setattr(model.get_submodule(parent) if parent else model, child, new)
+        _swap(model, name, new)
         done.converted.append(name)
+    for name, amax in amaxes.items():
+        why = _fp8_attention(model, name, amax)
+        if why is None:
+            done.attention.append(name)
+        else:
+            done.kept[name] = why
     return done
+
+
+def _swap(model: torch.nn.Module, name: str, new: torch.nn.Module) -> None:
+    parent, _, child = name.rpartition(".")
+    setattr(model.get_submodule(parent) if parent else model, child, new)
+
+
+def _attention_amax(model: torch.nn.Module) -> dict[str, tuple[float, float, float]]:
+    """Q's, K's and V's calibrated amax per attention module (the fp8-attn recipe: recipes.register_quant_attention)."""
+    found = {}
+    for name, module in model.named_modules():
+        qs: list[Any] = [getattr(module, f"{t}_bmm_quantizer", None) for t in "qkv"]
+        if all(q is not None and q.is_enabled and q.amax is not None for q in qs):
+            a, b, c = (float(q.amax.float().max()) for q in qs)
+            found[name] = (a, b, c)
+    return found
+
+
+def _fp8_attention(model: torch.nn.Module, name: str, amax: tuple[float, float, float]) -> str | None:
+    """Swap the attention `name` for an FP8 one, or say why it stays: its Linears must both be FP8 and nothing may
+    sit between them and the attention product (timm's q/k norms, its output norm)."""
+    import torch
+
+    from pytest_vitperf.engines.quant_linears import Fp8Attention, Fp8Linear
+
+    attn: Any = model.get_submodule(name)
+    if not (isinstance(attn.qkv, Fp8Linear) and isinstance(attn.proj, Fp8Linear)):
+        return "attention kept in FP16: its qkv and proj Linears are not both FP8"
+    plain = torch.nn.Identity | None
+    extra = [n for n in ("q_norm", "k_norm", "norm") if not isinstance(getattr(attn, n, None), plain)]
+    if extra:
+        return f"attention kept in FP16: FP8 attention takes Q, K and V straight from qkv; it has {', '.join(extra)}"
+    _swap(model, name, Fp8Attention(attn.qkv, attn.proj, attn.num_heads, amax, float(attn.scale)))
+    return None
 
 
 def _fold_pre_scale(module: torch.nn.Module, input_quantizer: Any) -> str:
@@ -242,11 +286,11 @@ class ConvertedCache:
         try:
             saved = torch.load(io.BytesIO(self.path.read_bytes()), weights_only=True, map_location=device)
             kind, converted, kept, state = saved["kind"], saved["converted"], saved["kept"], saved["state"]
+            attention = list(saved.get("attention", []))
         except Exception:  # missing, truncated or foreign: convert again
             return None
         model.to(device, dtype)
         for name in converted:
-            parent, _, child = name.rpartition(".")
             linear: Any = model.get_submodule(name)
             bias = linear.bias.detach() if linear.bias is not None else None
             weight = linear.weight.detach()
@@ -255,7 +299,9 @@ class ConvertedCache:
             else:
                 ones = torch.ones(weight.shape[1], device=device) if f"{name}.pre_scale" in state else None
                 new = int8_linear(weight, bias, torch.ones(weight.shape[0], device=device), 1.0, ones)
-            setattr(model.get_submodule(parent) if parent else model, child, new)
+            _swap(model, name, new)
+        for name in attention:  # its scales come from `state`; one that does not fit fails the strict load below
+            _fp8_attention(model, name, (1.0, 1.0, 1.0))
         try:
             model.load_state_dict(state, strict=True)
         except RuntimeError as exc:
@@ -267,7 +313,7 @@ class ConvertedCache:
                 f"converted model {self.path} does not fit this model ({first}); remove it to convert again: "
                 f"rm {self.path}"
             ) from None
-        return Conversion(kind, converted=list(converted), kept=dict(kept))
+        return Conversion(kind, converted=list(converted), kept=dict(kept), attention=attention)
 
     def save(self, model: torch.nn.Module, done: Conversion) -> None:
         import torch
@@ -276,5 +322,6 @@ class ConvertedCache:
 
         buf = io.BytesIO()
         state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
-        torch.save({"kind": done.precision, "converted": done.converted, "kept": done.kept, "state": state}, buf)
+        torch.save({"kind": done.precision, "converted": done.converted, "kept": done.kept, "attention": done.attention,
+                    "state": state}, buf)  # fmt: skip
         write_atomic(self.path, buf.getvalue())

@@ -20,9 +20,10 @@ from typing import Any
 # First match wins. Quantize first: its names (QuantizeLinear, an Inductor kernel fusing abs/amax/cast) may also
 # say "linear"; GEMM kernel names carry element types (e4m3, i8) but never quantiz/amax. Inductor names a
 # pointwise or reduction kernel after the ops it fused, so the static-scale quantize that feeds an FP8 GEMM reads
-# `triton_poi_fused__scaled_mm__to_copy_clamp_div_gelu_...`: a quantize (fused into GELU or LayerNorm), never a GEMM.
+# `triton_poi_fused__scaled_mm__to_copy_clamp_div_gelu_...`: a quantize (fused into GELU or LayerNorm), never a GEMM;
+# fp8-attn's Q, K, V quantize multiplies by its scale (`..._clamp_mul_...`).
 CATEGORIES: tuple[tuple[str, str], ...] = (
-    ("quantize", r"quantiz|amax|float8|^triton_(poi|per|red)_fused\w*(_scaled_mm|_int_mm|clamp_div|round)"),
+    ("quantize", r"quantiz|amax|float8|^triton_(poi|per|red)_fused\w*(_scaled_mm|_int_mm|clamp_div|clamp_mul|round)"),
     ("attention", r"flash|fmha|attention|sdpa|softmax"),
     ("gemm", r"gemm|matmul|_mm\b|_mm_|mm$|addmm|bmm|linear|cutlass|xmma|cublas|nvjet|conv"),
     ("norm", r"norm"),

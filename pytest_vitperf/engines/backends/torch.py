@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pytest_vitperf.core.errors import OutOfMemory, VitperfError
+from pytest_vitperf.core.errors import NotBuilt, OutOfMemory, VitperfError
 from pytest_vitperf.core.precision import builtin_backend_reason, get_precision
 from pytest_vitperf.engines import INDUCTOR_PART
 from pytest_vitperf.engines.models import fixed_input, input_size
@@ -161,7 +161,7 @@ def _quantized(
     if done is None:
         model = apply(p.recipe, copy.deepcopy(model).to(dev).float().eval(), cache_dir=settings.cache_dir)
         # Both cast what they keep to `dtype`.
-        done = sparse24(model, dtype) if p.recipe.sparse24 else convert(model, p.weights, dtype)
+        done = sparse24(model, dtype) if p.recipe.sparse24 else convert(model, p.weights, dtype, p.recipe.mha_fp8)
         if cache is not None:
             cache.save(model, done)
     return model.eval(), done.note_others(model).summary()  # converted, restored or sparse alike
@@ -174,6 +174,25 @@ def resolve_compile(mode: str, device: Device) -> str:
     if mode == "auto":
         return "off" if device.sm is None else "default"
     return mode
+
+
+def _refuse(p: Precision, device: Device) -> None:
+    """Raise for what this backend cannot build from a registered entry on `device`: NotBuilt where a missing
+    optional package is the reason (a skip), VitperfError for the rest."""
+    sparse_quantized = p.recipe.sparse24 and p.recipe.config is not None
+    if p.weights not in _DTYPES or sparse_quantized or (p.recipe.mha_fp8 and p.weights != "fp8"):
+        raise VitperfError(  # a registered entry asking too much
+            f"the torch backend builds weights in {', '.join(_DTYPES)}, 2:4 sparse in FP16 only, attention in FP8 "
+            f"with FP8 weights only, not {p.name}; build it with: --vitperf-backend tensorrt"
+        )
+    if p.recipe.mha_fp8 and device.sm is not None:  # on a CPU the op is plain torch
+        from pytest_vitperf.engines.fp8_attention import missing
+
+        why = missing()
+        if why is not None:
+            raise NotBuilt(why)
+    if p.recipe.sparse24 and device.sm is None:
+        raise VitperfError(f"{p.name} runs its GEMMs in cuSPARSELt, which needs a CUDA GPU; this is a CPU")
 
 
 class TorchBackend:
@@ -218,14 +237,7 @@ class TorchBackend:
         reason = self.precision_reason(precision)
         if reason is not None:
             raise VitperfError(reason)
-        sparse_quantized = p.recipe.sparse24 and p.recipe.config is not None
-        if p.weights not in _DTYPES or sparse_quantized or p.recipe.mha_fp8:  # a registered entry asking too much
-            raise VitperfError(
-                f"the torch backend builds weights in {', '.join(_DTYPES)}, 2:4 sparse in FP16 only, without FP8 "
-                f"attention, not {precision}; build it with: --vitperf-backend tensorrt"
-            )
-        if p.recipe.sparse24 and device.sm is None:
-            raise VitperfError(f"{precision} runs its GEMMs in cuSPARSELt, which needs a CUDA GPU; this is a CPU")
+        _refuse(p, device)
         dtype = getattr(torch, _DTYPES[p.weights])
         dev = torch.device(device.torch_device)
         compile_mode = resolve_compile(settings.compile, device)
@@ -249,6 +261,9 @@ class TorchBackend:
         }
         if quantized is not None:
             info["quantization"] = quantized
+        if p.recipe.mha_fp8 and device.sm is not None:
+            with torch.inference_mode():
+                model(x)  # cuDNN builds its attention plans, or says it has none (NotBuilt), before anything compiles
         if compile_mode != "off":
             # Static shapes, as a TensorRT engine built for one batch has. By default dynamo marks a dimension dynamic
             # once a second engine of the same code (any timm ViT) arrives with another size: in the main job the
