@@ -25,7 +25,9 @@ from pytest_vitperf.measure.kernels import Breakdown, amdahl_ceiling, breakdown,
         ("triton_poi_fused__scaled_mm__to_copy_clamp_div_gelu_t_view_3", "quantize"),
         ("triton_per_fused__scaled_mm__to_copy_add_clamp_div_native_layer_norm_t_view_7", "quantize"),
         ("triton_poi_fused__to_copy_add_clamp_div_gelu_mul_round_view_6", "quantize"),
-        ("triton_poi_fused__to_copy_clamp_mul_unbind_view_2", "quantize"),  # fp8-attn's Q, K, V
+        ("triton_poi_fused__to_copy_clamp_mul_sdpa_fp8_unbind_view_1", "quantize"),  # fp8-attn's Q, K, V (H200)
+        ("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f8_knob_32_64x256x128_4x1x1_cga1x1x1_kernel0_0",
+         "attention"),  # cuDNN's FP8 attention (H200)
         ("nvjet_sm90_qqhsh_192x192_128x4_1x2_h_bz_coopB_bias_TNN", "gemm"),  # its FP8 GEMM
         ("cutlass_80_tensorop_i16832gemm_s8_128x64_128x3_tn_align16", "gemm"),  # its INT8 GEMM
         ("triton_poi_fused_gelu_view_2", "elementwise"),
