@@ -228,7 +228,8 @@ def amdahl_ceiling(fraction: float, speedup: float) -> float:
 
 def explain(reference: Breakdown, candidate: Breakdown) -> str:
     """Why the candidate is (not) faster than the reference: how much faster its GEMMs got, what that alone
-    would give (Amdahl), and how much the time outside GEMMs moved."""
+    would give (Amdahl), and how much the time outside GEMMs moved, by category: what stands between the
+    ceiling and the profiled speedup."""
     ref_gemm = reference.by_category.get("gemm", 0.0)
     cand_gemm = candidate.by_category.get("gemm", 0.0)
     if ref_gemm <= 0 or cand_gemm <= 0 or reference.per_run_ms <= 0:
@@ -236,8 +237,15 @@ def explain(reference: Breakdown, candidate: Breakdown) -> str:
     gemm_speedup = ref_gemm / cand_gemm
     share = ref_gemm / reference.per_run_ms
     other = (candidate.per_run_ms - cand_gemm) - (reference.per_run_ms - ref_gemm)
+    # Categories that moved by 1% of the reference or more; FP8's quantize kernels absorb GELU and LayerNorm, so
+    # the pair (quantize up, elementwise and norm down) is the fusion's net cost.
+    moved = {c: candidate.by_category.get(c, 0.0) - reference.by_category.get(c, 0.0)
+             for c in {*reference.by_category, *candidate.by_category} - {"gemm"}}  # fmt: skip
+    parts = [f"{c} {d:+.3f}" for c, d in sorted(moved.items(), key=lambda i: -abs(i[1]))
+             if abs(d) >= 0.01 * reference.per_run_ms]  # fmt: skip
+    by = f" ({', '.join(parts)})" if parts else ""
     return (
         f"GEMMs {gemm_speedup:.2f}x faster and {share:.0%} of the reference's time: "
         f"{amdahl_ceiling(share, gemm_speedup):.2f}x if nothing else changed; "
-        f"time outside GEMMs {other:+.3f} ms; profiled {reference.per_run_ms / candidate.per_run_ms:.2f}x"
+        f"time outside GEMMs {other:+.3f} ms{by}; profiled {reference.per_run_ms / candidate.per_run_ms:.2f}x"
     )
