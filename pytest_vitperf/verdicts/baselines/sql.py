@@ -306,8 +306,11 @@ def _judged(v: Verdict | None) -> dict[str, Any]:
     if v is None:
         return dict.fromkeys(("reference", "speedup", "floor", "verdict", "speedup_low", "speedup_high"))
     interval = v.interval()
-    return {"reference": v.reference.spec.precision, "speedup": v.speedup, "floor": v.floor, "verdict": v.outcome,
-            "speedup_low": interval.low if interval else None, "speedup_high": interval.high if interval else None}
+    # With rounds, the speedup is the interval's own estimate, as the summary prints it: the ratio of the two
+    # medians can fall just outside the interval of the rounds' ratios.
+    return {"reference": v.reference.spec.precision, "speedup": interval.estimate if interval else v.speedup,
+            "floor": v.floor, "verdict": v.outcome, "speedup_low": interval.low if interval else None,
+            "speedup_high": interval.high if interval else None}  # fmt: skip
 
 
 def _ab_row(r: Row) -> dict[str, Any]:
