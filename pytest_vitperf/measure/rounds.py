@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from pytest_vitperf.core.errors import NotBuilt, VitperfError
 from pytest_vitperf.measure.clocks import ClockReading
 
 # (samples, their clock readings, samples dropped for a throttled clock): what timing one slice gives
@@ -137,3 +138,12 @@ class FamilyRun:
     sequential: str = ""  # why the engines were timed one block each instead of in rounds; "" when interleaved
     gated: set[str] = field(default_factory=set)  # precisions already judged against their baselines
     built: list[str] = field(default_factory=list)  # the order the engines were built in
+
+    def set_aside(self, precision: str, why: VitperfError) -> None:
+        """A precision that is not measured: skipped where nothing here builds it (NotBuilt), failed otherwise."""
+        (self.skipped if isinstance(why, NotBuilt) else self.errors)[precision] = str(why)
+
+    @property
+    def aside(self) -> set[str]:
+        """The precisions skipped or failed so far."""
+        return {*self.skipped, *self.errors}
