@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import asdict
 from typing import Any, cast
 
@@ -215,6 +215,19 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         except TimeoutError as exc:
             pytest.exit(f"vitperf: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
         vs.waited_s = round(time.perf_counter() - start, 1)  # the imports too: the time line counts them here
+        vs.turn_began = time.perf_counter()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtestloop(session: pytest.Session) -> Generator[None, object, object]:
+    """With --vitperf-turn-done, touch its file once the last test has run (its fixtures torn down): vitperf ab
+    gives the GPU to the next process while this one writes its results and exits."""
+    try:
+        return (yield)
+    finally:
+        vs = get_session(session.config)
+        if vs.settings.enabled and vs.settings.turn_done is not None and not hasattr(session.config, "workerinput"):
+            vs.hand_on(vs.settings.turn_done)
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

@@ -54,6 +54,7 @@ class WorkerRecord:
     checks_s: float = 0.0  # engines' outputs checked against FP32 (the FP32 references included)
     prepare_steps: dict[str, float] = field(default_factory=dict)  # prepare_s by step (copy, convert, compile, ...)
     after_s: float = 0.0  # from its results written to its exit; vitperf ab measures it from outside
+    turn_s: float = 0.0  # from its turn to handing it on (--vitperf-turn-done): what it held the device
     threads: int = 0  # its thread budget (share_host)
 
 
@@ -71,6 +72,7 @@ def time_account(w: WorkerRecord) -> str:
         f"{w.prepare_s:.0f} s preparing {w.engines} engine(s){each}, {w.measure_s:.0f} s measuring "
         f"({w.timed_s:.0f} s timed, {max(0.0, w.measure_s - w.timed_s):.0f} s warm-up, clocks and turns){checks}, "
         f"{rest:.0f} s in the rest (accuracy and correctness tests, exports)"
+        + (f"; its turn on the device {w.turn_s:.0f} s" if w.turn_s else "")
         + (f"; then {w.after_s:.0f} s from its results to its exit" if w.after_s else "")
         + (f"; {w.threads} CPU thread(s) ({THREADS} to change)" if w.threads else "")
     )

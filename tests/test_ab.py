@@ -463,41 +463,50 @@ def test_vitperf_ab_finds_a_candidate_five_times_slower(
     assert "holds a run of other sides or suites" in capsys.readouterr().err
 
 
-# A side that stands in for pytest: it waits for its turn where asked, says when it starts, runs and ends, and
-# writes a real process's --benchmark-json (or fails with FAIL set).
+# A side that stands in for pytest: it waits for its turn where asked, says when it starts, runs, is done with the
+# GPU (unless NODONE is set) and ends, and writes a real process's --benchmark-json (or fails with FAIL set).
 SIDE_SCRIPT = """
-for a in "$@"; do case $a in --vitperf-wait-for=*) turn=${a#*=};; --benchmark-json=*) out=${a#*=};; esac; done
+for a in "$@"; do case $a in --vitperf-wait-for=*) turn=${a#*=};; --vitperf-turn-done=*) done=${a#*=};;
+  --benchmark-json=*) out=${a#*=};; esac; done
 echo $$ > pid-$SIDE; echo "start $SIDE" >> events
 if [ -n "$turn" ]; then while [ ! -f "$turn" ]; do sleep 0.05; done; fi
 echo "run $SIDE" >> events; sleep 0.3
 if [ -n "$FAIL" ]; then exit 3; fi
-cp "$DATA" "$out"; sleep 0.3; echo "end $SIDE" >> events
+if [ -z "$NODONE" ]; then echo "done $SIDE" >> events; touch "$done"; fi
+sleep 0.6; cp "$DATA" "$out"; sleep 0.3; echo "end $SIDE" >> events
 """
 
 
-def _script_sides(path: Path, fail: str = "") -> tuple[dict[str, list[str]], argparse.Namespace]:
+def _script_sides(path: Path, fail: str = "", nodone: bool = False) -> tuple[dict[str, list[str]], argparse.Namespace]:
     (path / "side.sh").write_text(SIDE_SCRIPT)
     data = Path(__file__).parent / "data" / "h100-vit_base-rounds-benchmark.json"
-    commands = {s: ["env", f"SIDE={s}", f"DATA={data}", f"FAIL={'1' if s == fail else ''}", "sh", "side.sh"]
-                for s in "AB"}  # fmt: skip
+    commands = {s: ["env", f"SIDE={s}", f"DATA={data}", f"FAIL={'1' if s == fail else ''}",
+                    f"NODONE={'1' if nodone else ''}", "sh", "side.sh"] for s in "AB"}  # fmt: skip
     args = argparse.Namespace(a="A", b="B", rounds=4, work_dir=path, reuse_compiles=False, resume=False,
                               pytest_args=["suite.py"])  # fmt: skip
     return commands, args
 
 
+@pytest.mark.parametrize("says_done", [True, False], ids=["done-with-gpu", "at-exit"])
 def test_each_process_starts_while_the_one_before_it_runs_and_runs_after_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, says_done: bool
 ) -> None:
-    """Turns (on a GPU): ABBA, each process after the first started before the one before it ended, and each ran only
-    after it had ended."""
+    """Turns (on a GPU): ABBA, each process after the first started before the one before it ended, and ran only after
+    it was done with the GPU (--vitperf-turn-done), while it wrote its results and ended; or, had it never said so,
+    only after it had ended."""
     monkeypatch.chdir(tmp_path)
-    commands, args = _script_sides(tmp_path)
+    commands, args = _script_sides(tmp_path, nodone=not says_done)
     tasks = [("round0", "A"), ("round0", "B"), ("round1", "B"), ("round1", "A")]
     assert len(_in_turn(tasks, commands, tmp_path, args, dict(os.environ))) == 4
     events = (tmp_path / "events").read_text().split("\n")[:-1]
-    assert [e for e in events if not e.startswith("start")] == [f"{e} {s}" for s in "ABBA" for e in ("run", "end")]
-    starts, ends = ([i for i, e in enumerate(events) if e.startswith(kind)] for kind in ("start", "end"))
+    assert [e for e in events if e.startswith("run")] == [f"run {s}" for s in "ABBA"]
+    starts, runs, dones, ends = ([i for i, e in enumerate(events) if e.startswith(kind)]
+                                 for kind in ("start", "run", "done", "end"))  # fmt: skip
     assert all(starts[k] < ends[k - 1] for k in range(1, 4))
+    before = dones if says_done else ends
+    assert len(before) == 4 and all(before[k - 1] < runs[k] for k in range(1, 4))
+    # done with the GPU: each next one ran while the one before it still wrote its results
+    assert all(runs[k] < ends[k - 1] for k in range(1, 4)) == says_done
     assert not list(tmp_path.glob("cache-*-round*"))  # each process's own builds removed after it
     for label, side in tasks:  # when each ended, marked beside its results: at least its 0.3 s after writing them
         out = tmp_path / f"{label}-{side}.json"
@@ -552,7 +561,7 @@ def test_the_time_line_gives_the_median_round_process_of_each_side(tmp_path: Pat
             steps = {"copy": 1.0, "convert": prepare / 2, "compile": 9.0 + i}  # the backend's steps, in all
             record = WorkerRecord("this process", 0, "GPU-x", startup, prepare, ["fp8 b64"], engines=8, measure_s=4.0,
                                   timed_s=3.0, wall_s=wall, waited_s=7.0, checks_s=2.0 + i,
-                                  prepare_steps=steps)  # fmt: skip
+                                  prepare_steps=steps, turn_s=wall - 9.0)  # fmt: skip
             doc = {**stored, "machine_info": {"vitperf": {"process": asdict(record)}}}
             out = tmp_path / f"round{i}-{side}.json"
             out.write_text(json.dumps(doc))
@@ -566,5 +575,5 @@ def test_the_time_line_gives_the_median_round_process_of_each_side(tmp_path: Pat
     assert line.startswith("Round process, side A (median of 3 rounds): 55 s since the plugin started: 10 s start-up")
     assert "28 s preparing 8 engine(s) (3.5 s each; in all: copy 1.0, convert 14.0, compile 10.0), 4 s" in line
     assert "warm-up, clocks and turns), 3 s checking outputs against FP32, 3 s in the rest" in line  # 55-7-10-28-4-3
-    assert "; then 6 s from its results to its exit" in line
+    assert "; its turn on the device 46 s; then 6 s from its results to its exit" in line
     assert round_time(tmp_path / "nothing") == {}

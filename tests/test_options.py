@@ -303,6 +303,38 @@ def test_wait_for_runs_no_test_before_its_file_exists(suite: pytest.Pytester) ->
         wait_for_turn(suite.path / "never", limit_s=0.2)
 
 
+
+DONE_WATCH = """
+from pathlib import Path
+
+def pytest_runtest_teardown(item):
+    Path("seen-in-tests").write_text(str(Path("done").exists()))
+    if Path("gone").is_dir():  # after the options were checked: the write itself fails
+        Path("gone").rmdir()
+
+def pytest_sessionfinish(session):  # pytest-benchmark writes its JSON here, after this
+    Path("seen-at-finish").write_text(str(Path("done").exists()))
+"""
+
+
+def test_turn_done_is_touched_once_the_last_test_has_run_before_the_results(suite: pytest.Pytester) -> None:
+    """--vitperf-turn-done (vitperf ab hands the GPU on then): not there while the tests run, there before the run
+    writes its results, and the time line says how long the turn was. A file that cannot be written fails the run."""
+    suite.makeconftest(DONE_WATCH)
+    result, data = run_json(suite, "--vitperf-precisions=fp32", "--vitperf-turn-done=done")
+    result.assert_outcomes(passed=1)
+    assert (suite.path / "seen-in-tests").read_text() == "False"
+    assert (suite.path / "seen-at-finish").read_text() == "True"
+    assert data["machine_info"]["vitperf"]["process"]["turn_s"] > 0
+    assert any(x.startswith("time: ") and "; its turn on the device " in x for x in result.outlines)
+    (suite.path / "gone").mkdir()
+    result = suite.runpytest(*FAST, "--vitperf-precisions=fp32", "--vitperf-turn-done=gone/done")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["NOT WRITTEN *gone/done: No such file or directory (the turn was handed on at*"])
+    result = suite.runpytest(*FAST, "--vitperf-precisions=fp32", "--vitperf-turn-done=nowhere/done")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--vitperf-turn-done */nowhere/done: its folder * does not exist*"])
+
 WATCH = """
 import sys, threading, time
 from pathlib import Path

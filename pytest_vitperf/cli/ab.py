@@ -28,7 +28,7 @@ from pytest_vitperf.cli import argtypes
 from pytest_vitperf.cli.ab_explain import LABEL, chosen, explain
 from pytest_vitperf.core import processes
 from pytest_vitperf.engines import INDUCTOR_PART, READY_PART, REPRODUCIBLE_PARTS
-from pytest_vitperf.options import BUILDS, COMPILE, ROUND_BUDGET_S, ROUNDS, WAIT_FOR
+from pytest_vitperf.options import BUILDS, COMPILE, ROUND_BUDGET_S, ROUNDS, TURN_DONE, WAIT_FOR
 from pytest_vitperf.options.parsers import parse_threshold
 from pytest_vitperf.verdicts.ab import BLOCK, THRESHOLD, families_in, judge, more_rounds, order, other_states, pairs
 
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
 EXAMPLE = "vitperf ab --a .venv --b /opt/candidate-venv --budget-s 600 -- suites/test_vit_latency.py"
 ENDED = ".ended"  # beside a process's JSON: when it ended (ab_report.round_time)
+DONE = ".done"  # beside it: touched by the process once its last test has run (--vitperf-turn-done)
 
 
 def side_command(env: str) -> list[str]:
@@ -97,7 +98,8 @@ def _start(
     waits = [f"{WAIT_FOR}={turn}"] if turn is not None else []
     out = work / f"{label}-{side}.json"
     full = [*cmd, "-m", "pytest", "--gpu-bench", "-p", "no:cacheprovider", "-q", f"--benchmark-json={out}",
-            f"--vitperf-cache-dir={cache}", *waits, *suite_args(args.pytest_args)]  # fmt: skip
+            f"--vitperf-cache-dir={cache}", f"{TURN_DONE}={out.with_suffix(DONE)}", *waits,
+            *suite_args(args.pytest_args)]  # fmt: skip
     log = (work / f"{label}-{side}.log").open("wb")
     popen = processes.start(full, stdout=log, stderr=subprocess.STDOUT, env=env)
     return _Running(popen, log, cache if own else None, out)
@@ -131,11 +133,12 @@ def _in_turn(
     env: dict[str, str], overlap: bool = True,
 ) -> list[Process]:  # fmt: skip
     """The processes of `tasks` ((label, side), in order), one at a time on the GPU. With `overlap`, each next one
-    starts as the one before it gets its turn, and waits for a turn file written once that one has ended: its
-    interpreter and imports (CPU work, about 11 s of a round's 50 on an H100) overlap the other's run; it touches the
+    starts as the one before it gets its turn, and waits for a turn file written once that one is done with the GPU
+    (its last test has run) or has ended: its interpreter and imports (CPU work, about 11 s of a round's 50 on an
+    H100) overlap the other's run, and its turn the other's reports and exit (about 6 s on an H200); it touches the
     GPU in its own turn. Without, each starts once the one before it has ended (a CPU run times the CPU itself)."""
     turns = [work / f"{label}-{side}.turn" for label, side in tasks]
-    for t in turns:
+    for t in [*turns, *(work / f"{label}-{side}{DONE}" for label, side in tasks)]:
         t.unlink(missing_ok=True)  # an earlier run's, cut off
     started: list[_Running] = []
     done: list[Process] = []
@@ -147,14 +150,25 @@ def _in_turn(
                 if overlap and k + 1 < len(tasks):
                     nxt_label, nxt_side = tasks[k + 1]
                     started.append(_start(commands[nxt_side], nxt_side, nxt_label, work, args, env, turns[k + 1]))
+            nxt = turns[k + 1] if overlap and k + 1 < len(tasks) else None
+            if nxt is not None and _done_with_gpu(started[k]):
+                nxt.touch()  # while it writes its results and exits
             rc = _end(started[k])
             done.append(_read(work, side, label, rc, args))
-            if overlap and k + 1 < len(tasks):
-                turns[k + 1].touch()
+            if nxt is not None:
+                nxt.touch()  # after it ended without saying it was done: only once it has results
     finally:
         for r in started[len(done) :]:
             _end(r, kill=True)  # a side failed, or we were interrupted: no process is left waiting for its turn
     return done
+
+
+def _done_with_gpu(r: _Running, poll_s: float = 0.05) -> bool:
+    """Whether the process touched its --vitperf-turn-done file, waited for until it did or ended."""
+    done = r.out.with_suffix(DONE)
+    while r.popen.poll() is None and not done.exists():
+        time.sleep(poll_s)
+    return done.exists()
 
 
 def shared_parts(pytest_args: list[str]) -> tuple[str, ...]:

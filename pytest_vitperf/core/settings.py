@@ -61,5 +61,6 @@ class Settings:
     shard: tuple[int, int] | None = None  # (K, N): the K-th of N shards of the run's units (workers.deal)
     threads: int | None = None  # None: the process's share of the host (workers.share_host)
     wait_for: Path | None = None  # vitperf ab's turn file: no test runs until it exists
+    turn_done: Path | None = None  # touched once the last test has run: the next process's turn may begin
     weights: tuple[tuple[str, str | Path], ...] = ()  # (model, file or "pretrained")
     rootdir: Path = field(default_factory=Path.cwd)

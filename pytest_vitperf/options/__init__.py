@@ -76,6 +76,7 @@ RECORD_RUN = "--vitperf-record-run"
 STORE_BASELINES = "--vitperf-store-baselines"
 GEMM_HOT = "--vitperf-gemm-hot"
 WAIT_FOR = "--vitperf-wait-for"
+TURN_DONE = "--vitperf-turn-done"
 THREADS = "--vitperf-threads"
 UNITS = "--vitperf-units"
 SHARD = "--vitperf-shard"
@@ -296,6 +297,9 @@ OPTIONS: tuple[_Option, ...] = (
     _Option(WAIT_FOR, parse_path, "FILE",
             "touch no GPU and run no test until FILE exists (vitperf ab: a side's next process starts and imports "
             "while the one before it runs). Default: none."),
+    _Option(TURN_DONE, parse_path, "FILE",
+            "touch FILE once the last test has run, before the reports and the exit: vitperf ab gives the GPU to "
+            "the next process then, while this one writes its results. Default: none."),
     _Option(
         INJECT_DELAY,
         parse_delays,

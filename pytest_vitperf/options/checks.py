@@ -23,6 +23,7 @@ from pytest_vitperf.options import (
     REPORT,
     STORE,
     STORE_BASELINES,
+    TURN_DONE,
     UNITS,
     UPDATE_BASELINES,
     WAIT_FOR,
@@ -47,6 +48,7 @@ def check_paths(s: Settings) -> None:
         (STORE_BASELINES, "", s.store_baselines and not s.store and f"reads {STORE}'s; give both"),
         *((EXPORT, f"{fmt}={path}", writable_folder_problem(Path(path).parent)) for fmt, path in s.export),
         (WAIT_FOR, s.wait_for, s.wait_for and _folder_of_problem(s.wait_for)),
+        (TURN_DONE, s.turn_done, s.turn_done and _folder_of_problem(s.turn_done)),
         (UNITS, s.units, s.units and not s.units.is_file() and "is not a file; give the units to run, one a line"),
     ]
     for flag, value, problem in problems:

@@ -36,7 +36,7 @@ _DEFAULTS = Settings()
 
 PATH_SETTINGS = (
     "cache_dir", "floors", "baseline_dir", "history", "export", "report", "weights", "accuracy_data", "wait_for",
-    "units",
+    "turn_done", "units",
 )
 
 
