@@ -15,16 +15,8 @@ import numpy as np
 import pytest
 
 from pytest_vitperf.cli import main
-from pytest_vitperf.cli.ab import (
-    ENDED,
-    PROCESS_PLAN,
-    SideFailed,
-    _in_turn,
-    _own_builds,
-    compile_mode,
-    shared_parts,
-    suite_args,
-)
+from pytest_vitperf.cli.ab import ENDED, SideFailed, _in_turn
+from pytest_vitperf.cli.ab_plan import PROCESS_PLAN, compile_mode, own_builds, shared_parts, suite_args
 from pytest_vitperf.engines import REPRODUCIBLE_PARTS
 from pytest_vitperf.report.ab import github_action_benchmark, markdown
 from pytest_vitperf.verdicts.ab import (
@@ -319,6 +311,25 @@ def test_a_family_run_in_two_states_is_not_judged() -> None:
                          for i, (a, b) in enumerate(aa[:7])]) == {}  # fmt: skip
 
 
+def test_three_rounds_a_process_on_an_h200_flag_nothing_in_an_a_a_and_find_one_percent_on_fp8() -> None:
+    """Issue 57's lighter process (3 rounds after 1 s of warm-up), on one H200: the 12-round A/A flags no row, and
+    +1% on FP8 is SLOWER on FP8's batch-1 rows alone after the 8 rounds its budget paid for (batch 64: UNKNOWN).
+    After 1 s, batch 64's first round ran faster than the process's median in most processes: why PROCESS_PLAN
+    keeps the 2 s warm-up."""
+    from pytest_vitperf.verdicts.ab import other_states
+
+    data = json.loads((Path(__file__).parent / "data" / "ab" / "h200-ab-three-rounds-2026-11-29.json").read_text())
+    aa, delay = ([tuple({k: Side(*v) for k, v in side.items()} for side in pair) for pair in data[run]]
+                 for run in ("aa", "delay1"))  # fmt: skip
+    assert other_states(aa) == {} and other_states(delay) == {}
+    assert {r.verdict for r in judge(pairs(aa), threshold=0.005)} == {SAME, UNKNOWN}
+    rows = judge(pairs(delay), threshold=0.005)
+    slower = {f"{r.name.split(' ', 1)[1]} {r.what}" for r in rows if r.verdict == SLOWER}
+    assert slower == {"fp8 b1 latency", "fp8 b1 speedup over fp16"}
+    for precision, ratios in data["first_round_b64"].items():
+        assert sum(x < 1 for x in ratios) >= 18 and float(np.median(ratios)) < 0.993, precision
+
+
 def test_more_rounds_are_whole_blocks_that_the_budget_pays_for() -> None:
     rounds = [tuple({k: Side(*v) for k, v in side.items()} for side in pair)
               for pair in json.loads(LATENCY_AA.read_text())["aa"][:4]]  # fmt: skip
@@ -361,7 +372,7 @@ def test_a_rounds_process_borrows_only_what_every_build_reproduces(tmp_path: Pat
     (side / "converted" / "fp8-k.pt").write_bytes(b"x")
     timed = shared_parts(["suites/", "--vitperf-compile=default"])
     assert timed == REPRODUCIBLE_PARTS and shared_parts(["suites/"]) == (*REPRODUCIBLE_PARTS, "inductor", "ready")
-    own = _own_builds(side, tmp_path / "cache-A-round0", timed)
+    own = own_builds(side, tmp_path / "cache-A-round0", timed)
     assert sorted(p.name for p in own.iterdir()) == sorted(REPRODUCIBLE_PARTS)
     assert all((own / p).is_symlink() for p in REPRODUCIBLE_PARTS) and not (own / "inductor").exists()
     assert (own / "converted" / "fp8-k.pt").read_bytes() == b"x"

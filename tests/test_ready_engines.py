@@ -89,7 +89,7 @@ def test_the_real_quant_linears_can_be_saved_inside_a_compiled_model(tmp_path: P
 
 @pytest.mark.parametrize("part", ["inductor", "ready"])
 def test_vitperf_ab_rounds_borrow_compiled_engines_only_where_compiles_make_no_timed_choice(part: str) -> None:
-    from pytest_vitperf.cli.ab import shared_parts
+    from pytest_vitperf.cli.ab_plan import shared_parts
 
     assert part in shared_parts([])  # the sides compile deterministically unless told otherwise
     assert part not in shared_parts(["--vitperf-compile=default"])

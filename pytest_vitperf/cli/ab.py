@@ -26,9 +26,9 @@ from typing import IO, TYPE_CHECKING, Any
 
 from pytest_vitperf.cli import argtypes
 from pytest_vitperf.cli.ab_explain import LABEL, chosen, explain
+from pytest_vitperf.cli.ab_plan import own_builds, shared_parts, suite_args
 from pytest_vitperf.core import processes
-from pytest_vitperf.engines import INDUCTOR_PART, READY_PART, REPRODUCIBLE_PARTS
-from pytest_vitperf.options import BUILDS, COMPILE, ROUND_BUDGET_S, ROUNDS, TURN_DONE, WAIT_FOR
+from pytest_vitperf.options import TURN_DONE, WAIT_FOR
 from pytest_vitperf.options.parsers import parse_threshold
 from pytest_vitperf.verdicts.ab import BLOCK, THRESHOLD, families_in, judge, more_rounds, order, other_states, pairs
 
@@ -50,24 +50,6 @@ def side_command(env: str) -> list[str]:
                                              f"a command prefix, e.g. {EXAMPLE}")  # fmt: skip
         return [str(python)]
     return [env] if path.is_file() else shlex.split(env)
-
-
-# What a process measures of a family unless the suite says otherwise: one observation (its median); the spread a
-# verdict needs comes from processes. The suite's 20 rounds of 2 builds took 36 s of a 62 s turn (H200).
-PROCESS_PLAN = (f"{BUILDS}=1", f"{ROUNDS}=5", f"{ROUND_BUDGET_S}=0")
-
-
-def suite_args(pytest_args: list[str]) -> list[str]:
-    """The sides' pytest arguments, theirs last so that they win: compiled deterministically (every compile chooses the
-    same kernels; in the default mode one came out 7.5% slower than four others), measuring PROCESS_PLAN."""
-    return [f"{COMPILE}=deterministic", *PROCESS_PLAN, *pytest_args]
-
-
-def compile_mode(pytest_args: list[str]) -> str:
-    """The mode the sides compile in: the last one named, as pytest reads it."""
-    args = suite_args(pytest_args)
-    last = max(i for i, a in enumerate(args) if a == COMPILE or a.startswith(f"{COMPILE}="))
-    return "".join(args[last + 1 : last + 2]) if args[last] == COMPILE else args[last].split("=", 1)[1]
 
 
 class SideFailed(Exception):
@@ -94,7 +76,7 @@ def _start(
     own = label not in ("prepare", LABEL) and not args.reuse_compiles  # a profile process is never a timed round
     cache = work / f"cache-{side}"
     if own:
-        cache = _own_builds(cache, work / f"cache-{side}-{label}", shared_parts(args.pytest_args))
+        cache = own_builds(cache, work / f"cache-{side}-{label}", shared_parts(args.pytest_args))
     waits = [f"{WAIT_FOR}={turn}"] if turn is not None else []
     out = work / f"{label}-{side}.json"
     full = [*cmd, "-m", "pytest", "--gpu-bench", "-p", "no:cacheprovider", "-q", f"--benchmark-json={out}",
@@ -169,25 +151,6 @@ def _done_with_gpu(r: _Running, poll_s: float = 0.05) -> bool:
     while r.popen.poll() is None and not done.exists():
         time.sleep(poll_s)
     return done.exists()
-
-
-def shared_parts(pytest_args: list[str]) -> tuple[str, ...]:
-    """The parts of a side's cache that its rounds borrow: what every build reproduces. Inductor's kernels, and the
-    ready engines made of them, are among them when compiled without timed choices; TensorRT plans never are (a build
-    times tactics)."""
-    untimed = compile_mode(pytest_args) == "deterministic"
-    return (*REPRODUCIBLE_PARTS, INDUCTOR_PART, READY_PART) if untimed else REPRODUCIBLE_PARTS
-
-
-def _own_builds(side_cache: Path, cache: Path, parts: tuple[str, ...]) -> Path:
-    """A fresh cache folder whose `parts` are links to the side's, so that the process builds, and draws, the rest
-    without converting its models again."""
-    shutil.rmtree(cache, ignore_errors=True)
-    cache.mkdir(parents=True)
-    for part in parts:
-        (side_cache / part).mkdir(parents=True, exist_ok=True)
-        (cache / part).symlink_to((side_cache / part).absolute(), target_is_directory=True)
-    return cache
 
 
 def _read(work: Path, side: str, label: str, rc: int, args: argparse.Namespace, say: bool = True) -> Process:

@@ -1,0 +1,47 @@
+"""What each process of `vitperf ab` measures, and which builds its rounds borrow from their side's prepare."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from pytest_vitperf.engines import INDUCTOR_PART, READY_PART, REPRODUCIBLE_PARTS
+from pytest_vitperf.options import BUILDS, COMPILE, ROUND_BUDGET_S, ROUNDS
+
+# What a process measures of a family unless the suite says otherwise: one observation (its median); the spread a
+# verdict needs comes from processes, so the time goes to more of them. The suite's 20 rounds of 2 builds took 36 s
+# of a 62 s turn (H200); 5 rounds, 13 s of a 24 s one. The warm-up stays 2 s: after 1 s, batch 64's first round ran
+# 0.8-1.6% faster than the next two (the clock not yet down to the power cap; 24 H200 processes, 2026-11-29).
+PROCESS_PLAN = (f"{BUILDS}=1", f"{ROUNDS}=3", f"{ROUND_BUDGET_S}=0")
+
+
+def suite_args(pytest_args: list[str]) -> list[str]:
+    """The sides' pytest arguments, theirs last so that they win: compiled deterministically (every compile chooses the
+    same kernels; in the default mode one came out 7.5% slower than four others), measuring PROCESS_PLAN."""
+    return [f"{COMPILE}=deterministic", *PROCESS_PLAN, *pytest_args]
+
+
+def compile_mode(pytest_args: list[str]) -> str:
+    """The mode the sides compile in: the last one named, as pytest reads it."""
+    args = suite_args(pytest_args)
+    last = max(i for i, a in enumerate(args) if a == COMPILE or a.startswith(f"{COMPILE}="))
+    return "".join(args[last + 1 : last + 2]) if args[last] == COMPILE else args[last].split("=", 1)[1]
+
+
+def shared_parts(pytest_args: list[str]) -> tuple[str, ...]:
+    """The parts of a side's cache that its rounds borrow: what every build reproduces. Inductor's kernels, and the
+    ready engines made of them, are among them when compiled without timed choices; TensorRT plans never are (a build
+    times tactics)."""
+    untimed = compile_mode(pytest_args) == "deterministic"
+    return (*REPRODUCIBLE_PARTS, INDUCTOR_PART, READY_PART) if untimed else REPRODUCIBLE_PARTS
+
+
+def own_builds(side_cache: Path, cache: Path, parts: tuple[str, ...]) -> Path:
+    """A fresh cache folder whose `parts` are links to the side's, so that the process builds, and draws, the rest
+    without converting its models again."""
+    shutil.rmtree(cache, ignore_errors=True)
+    cache.mkdir(parents=True)
+    for part in parts:
+        (side_cache / part).mkdir(parents=True, exist_ok=True)
+        (cache / part).symlink_to((side_cache / part).absolute(), target_is_directory=True)
+    return cache
