@@ -197,24 +197,19 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionstart(session: pytest.Session) -> None:
     """With --vitperf-wait-for, wait for its file before anything touches the GPU: the header and collection probe
-    the device (vitperf ab's turns; workers.wait_for_turn). What the turn would import is imported first, on the CPU
-    (workers.AHEAD_OF_TURN)."""
+    the device (vitperf ab's turns; workers.wait_for_turn). What needs only the CPU is done first
+    (workers.ahead_of_turn)."""
     vs = get_session(session.config)
     if vs.settings.enabled and vs.settings.wait_for is not None and not hasattr(session.config, "workerinput"):
         import time
 
-        from pytest_vitperf.workers import import_ahead, wait_for_turn
+        from pytest_vitperf.workers import ahead_of_turn
 
-        start = time.perf_counter()
-        import_ahead()
-        hook = getattr(session.config.hook, "pytest_benchmark_generate_machine_info", None)
-        if hook is not None:  # pytest-benchmark's CPU probe, a subprocess of about 1.5 s (H200), out of the turn
-            vs.machine_info = hook(config=session.config)
         try:
-            wait_for_turn(vs.settings.wait_for)
+            vs.waited_s, vs.machine_info = ahead_of_turn(vs.settings.wait_for, session.config, vs.settings.models,
+                                                         vs.model)  # fmt: skip
         except TimeoutError as exc:
             pytest.exit(f"vitperf: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
-        vs.waited_s = round(time.perf_counter() - start, 1)  # the imports too: the time line counts them here
         vs.turn_began = time.perf_counter()
 
 

@@ -19,6 +19,7 @@ from pytest_vitperf.measure.clocks import NvmlProbe
 from pytest_vitperf.measure.measurement import Measurement, Spec
 from pytest_vitperf.measure.rounds import MAX_LOOKS, FamilyRun, RoundPlan
 from pytest_vitperf.measure.timing import Laps
+from pytest_vitperf.options.resolve import run_defaults
 from pytest_vitperf.verdicts.baselines.gate import Outcome, Write
 from pytest_vitperf.verdicts.floors import FLOORS_FILE, Floor, FloorsFile, Verdict
 from pytest_vitperf.verdicts.stats import family_wise
@@ -34,13 +35,12 @@ if TYPE_CHECKING:
     from pytest_vitperf.verdicts.baselines.store import BaselineKey, BaselineStorage
     from pytest_vitperf.verdicts.stats import Prior
 
-GPU_DEFAULTS = (("vit_base_patch16_224",), (1, 64))
-CPU_DEFAULTS = (("vit_tiny_patch16_224",), (1, 8))
 # trtexec warms up for 200 ms, but on an H200 at its 700 W cap the SM clock swings between 1.5 and
 # 2.0 GHz for the first seconds of load: 200 ms gave a CoV of 2.8-3.1% on ViT-B/16 batch 64 FP16,
 # 2000 ms gave 1.2% (docs/measurements/2026-11-21-timer-check.md).
 GPU_WARMUP_MS = 2000.0
 CPU_WARMUP_MS = 200.0
+
 
 
 class VitperfSession:
@@ -160,11 +160,11 @@ class VitperfSession:
     # -- what we run ----------------------------------------------------------------------------
     @property
     def models(self) -> tuple[str, ...]:
-        return self.settings.models or (CPU_DEFAULTS if self.device.sm is None else GPU_DEFAULTS)[0]
+        return self.settings.models or run_defaults(self.device.sm is not None)[0]
 
     @property
     def batch_sizes(self) -> tuple[int, ...]:
-        return self.settings.batch_sizes or (CPU_DEFAULTS if self.device.sm is None else GPU_DEFAULTS)[1]
+        return self.settings.batch_sizes or run_defaults(self.device.sm is not None)[1]
 
     @property
     def precisions(self) -> tuple[str, ...]:
@@ -217,10 +217,11 @@ class VitperfSession:
         built = (model_name, precision, batch, chosen.name, build)
         if built not in self._engines:
             start = time.perf_counter()
-            source = self.model(model_name)
-            with self.prepare_steps("copy"):
-                model = copy.deepcopy(source)  # a backend may cast or move what it is given
-                same_weights(source, model)
+            model = source = self.model(model_name)
+            if not getattr(chosen, "keeps_model", False):  # a backend may cast or move what it is given
+                with self.prepare_steps("copy"):
+                    model = copy.deepcopy(source)
+                    same_weights(source, model)
             engine = chosen.prepare(model, model_name=model_name, precision=precision, batch=batch, device=self.device,
                                     settings=self.settings)  # fmt: skip
             self.prepare_steps.add(engine.describe().get("prepare_steps", {}))

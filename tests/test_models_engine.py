@@ -69,6 +69,32 @@ def prepare(model: torch.nn.Module, precision: str = "fp32", batch: int = 2):
     )
 
 
+@pytest.mark.parametrize("precision", ["bf16", "int8"])
+def test_each_precision_is_converted_once_and_its_batches_share_it(precision: str) -> None:
+    """The torch backend keeps the FP32 model it is given (keeps_model): it copies and converts it once per precision,
+    and the engines of every batch run that one conversion, each with its own outputs; another build of a batch gets
+    a copy of its own. Once no engine runs a conversion it is freed."""
+    import gc
+
+    backend = TorchBackend()
+    source = build_model("test_vit")
+    before = {k: v.clone() for k, v in source.state_dict().items()}
+
+    def engine(batch: int) -> Any:
+        return backend.prepare(source, model_name="test_vit", precision=precision, batch=batch, device=CPU,
+                               settings=Settings())  # fmt: skip
+
+    b1, b3, b1_again = engine(1), engine(3), engine(1)
+    assert b1.model is b3.model and b1_again.model is not b1.model
+    assert b1.describe().get("prepare_steps", {}).get("copy") and not b3.describe().get("prepare_steps", {}).get("copy")
+    assert b1.output().shape == (1, 1000) and b3.output().shape == (3, 1000)
+    assert all(torch.equal(before[k], v) and v.dtype == torch.float32 for k, v in source.state_dict().items())
+    assert b1.describe().get("quantization") == b3.describe().get("quantization")
+    del b1, b3, b1_again
+    gc.collect()
+    assert len(backend._converted) == 0
+
+
 def test_cpu_engine_runs_the_batch_in_its_dtype() -> None:
     engine = prepare(build_model("vit_tiny"), "bf16", batch=3)
     out = engine.output()

@@ -341,13 +341,16 @@ from pathlib import Path
 
 def _watch(turn, names):
     end = time.monotonic() + 90
-    while not all(m in sys.modules for m in names) or not Path("probed").exists():
+    done = lambda: [m for m in names if m not in sys.modules] + [f for f in ("probed", "built") if not Path(f).exists()]
+    while done():
         if time.monotonic() > end:
-            missing = [m for m in names if m not in sys.modules] + ([] if Path("probed").exists() else ["cpuinfo"])
-            Path("late").write_text(" ".join(missing))
+            Path("late").write_text(" ".join(done()))
             break
         time.sleep(0.05)
     turn.touch()
+
+def pytest_vitperf_model_built(config, name, model):  # the FP32 model: built before the turn, on the CPU
+    Path("built").touch()
 
 import cpuinfo  # pytest-benchmark's CPU probe: it says when it ran
 _probe = cpuinfo.get_cpu_info
@@ -362,9 +365,9 @@ def pytest_configure(config):
 
 
 def test_a_waiting_process_imports_what_its_turn_would_first(suite: pytest.Pytester) -> None:
-    """In a fresh process, the turn comes only once every module of AHEAD_OF_TURN is loaded and pytest-benchmark has
-    probed the CPU (its conftest's watcher writes the turn file then, or after 90 s with what is missing): so both
-    happened before the wait. The probe's facts still reach the JSON."""
+    """In a fresh process, the turn comes only once every module of AHEAD_OF_TURN is loaded, pytest-benchmark has
+    probed the CPU and the run's model is built (its conftest's watcher writes the turn file then, or after 90 s with
+    what is missing): so all three happened before the wait. The probe's facts still reach the JSON."""
     from pytest_vitperf.workers import AHEAD_OF_TURN
 
     suite.makeconftest(f"NAMES = {AHEAD_OF_TURN!r}\n{WATCH}")

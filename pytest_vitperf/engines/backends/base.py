@@ -82,4 +82,7 @@ class Backend(Protocol):
         batch: int,
         device: Device,
         settings: Settings,
-    ) -> Engine: ...
+    ) -> Engine:
+        """`precision`'s engine of `model` at `batch`. It is given a copy of the run's FP32 model, which it may cast or
+        move; a backend whose class sets `keeps_model = True` is given that model itself and leaves it as it was."""
+        ...
