@@ -42,7 +42,6 @@ GPU_WARMUP_MS = 2000.0
 CPU_WARMUP_MS = 200.0
 
 
-
 class VitperfSession:
     def __init__(self, settings: Settings, config: Any = None) -> None:
         self.settings = settings

@@ -35,6 +35,7 @@ _DEFAULTS = Settings()
 GPU_DEFAULTS = (("vit_base_patch16_224",), (1, 64))
 CPU_DEFAULTS = (("vit_tiny_patch16_224",), (1, 8))
 
+
 def run_defaults(gpu: bool) -> tuple[tuple[str, ...], tuple[int, ...]]:
     """The models and batches a run measures unless told: ViT-B/16 at 1 and 64 on a GPU, ViT-Ti/16 at 1 and 8 on a
     CPU."""
