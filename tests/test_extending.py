@@ -148,3 +148,35 @@ def test_a_backend_from_the_hook_is_selected_and_benchmarked(suite: pytest.Pytes
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
     valid = "auto, tensorrt, tensorrt-rtx, torch, trtexec, trtexec-rtx, onnxruntime"
     bad.stderr.fnmatch_lines([f"*unknown backend 'onnx'; valid: {valid}*"])
+
+
+# The torch backend as a conftest.py replaces it under its name, on a machine that cannot build bf16: a missing
+# optional package or kernel says so with NotBuilt, as fp8-attn's cuDNN path does.
+NO_BF16 = """
+from pytest_vitperf.core.errors import NotBuilt
+from pytest_vitperf.engines.backends.torch import TorchBackend
+
+
+class NoBf16(TorchBackend):
+    def prepare(self, model, *, precision, **rest):
+        if precision == "bf16":
+            raise NotBuilt("no bf16 kernel here; measure the rest with: --vitperf-precisions fp16,fp32")
+        return super().prepare(model, precision=precision, **rest)
+
+
+def pytest_vitperf_make_backend(config, name):
+    return NoBf16() if name == "torch" else None
+"""
+
+
+def test_a_precision_that_cannot_be_built_here_skips_in_its_family_and_the_rest_is_measured(
+    suite: pytest.Pytester,
+) -> None:
+    """NotBuilt from a backend's prepare, inside a family: that precision's test skips with the reason, and the
+    family's other precisions are measured in rounds against their reference as before."""
+    suite.makeconftest(NO_BF16)
+    result = suite.runpytest(*FAST, "--vitperf-precisions=fp16,bf16,fp32", "-rs")
+    result.assert_outcomes(passed=2, skipped=1)
+    result.stdout.fnmatch_lines(["SKIPPED *no bf16 kernel here; measure the rest with: --vitperf-precisions fp16,fp32"])
+    rows = _rows(result)
+    assert set(rows) == {"fp16", "fp32"} and re.fullmatch(INTERVAL, rows["fp32"]["vs fp16"])
