@@ -47,6 +47,14 @@ def backend_names(config: pytest.Config) -> list[str]:
     return list(dict.fromkeys(n for group in config.hook.pytest_vitperf_backend_names(config=config) for n in group))
 
 
+def model_hooks(config: pytest.Config | None) -> tuple[object, ...]:
+    """The hook implementations a model is built with; a conftest.py collected after a build may add one."""
+    if config is None:
+        return ()
+    names = ("pytest_vitperf_models", "pytest_vitperf_model_built")
+    return tuple(impl.function for name in names for impl in getattr(config.hook, name).get_hookimpls())
+
+
 def registered_models(config: pytest.Config) -> dict[str, ModelFactory]:
     """Every model the run's plugins and conftest.py files register, by name."""
     out: dict[str, ModelFactory] = {}

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_vitperf.core.precision import PRECISIONS, unsupported_reason
 from pytest_vitperf.engines.plan import PlanRecord
 from pytest_vitperf.engines.reference import same_weights
-from pytest_vitperf.hookspec import registered_models
+from pytest_vitperf.hookspec import model_hooks, registered_models
 from pytest_vitperf.measure.clocks import NvmlProbe
 from pytest_vitperf.measure.measurement import Measurement, Spec
 from pytest_vitperf.measure.rounds import MAX_LOOKS, FamilyRun, RoundPlan
@@ -63,7 +63,7 @@ class VitperfSession:
         self._priors: dict[tuple[str, str, str, str], Prior | None] = {}
         self._engines: dict[tuple[str, str, int, str, int], Engine] = {}  # (model, precision, batch, backend, build)
         self._other_backends: dict[str, tuple[Backend, str | None]] = {}
-        self._models: dict[str, Any] = {}
+        self._models: dict[str, tuple[Any, tuple[object, ...]]] = {}  # name -> (model, the hooks it was built with)
         self._prepare_s: dict[tuple[str, str, int, str], float] = {}  # model build + backend prepare (compile included)
         self._references: dict[tuple[str, int], torch.Tensor] = {}  # (model, batch) -> FP32 output, on the host
         self._output_errors: dict[tuple[str, str, int, str], OutputError] = {}
@@ -189,8 +189,11 @@ class VitperfSession:
         return unsupported_reason(precision, self.device) or chosen.precision_reason(precision)
 
     def model(self, model_name: str) -> torch.nn.Module:
-        """The FP32 model of `model_name`'s engines, built once: registered, trained (digits), timm's or the zoo's."""
-        if model_name not in self._models:
+        """The FP32 model of `model_name`'s engines, built once: registered, trained (digits), timm's or the zoo's;
+        again where a conftest.py collected since (after a build ahead of the turn) adds a model hook."""
+        hooks = model_hooks(self.config)
+        built = self._models.get(model_name)
+        if built is None or built[1] != hooks:
             start = time.perf_counter()
             from pytest_vitperf.engines.digits import trained_model
             from pytest_vitperf.engines.folder import calibrate_on
@@ -205,9 +208,9 @@ class VitperfSession:
                 model = hook(config=self.config, name=model_name, model=model) or model
             if self.settings.accuracy_data is not None and model_name == self.models[0]:  # the accuracy suite's model
                 calibrate_on(model, self.settings.accuracy_data, model_name)
-            self._models[model_name] = model
+            self._models[model_name] = (model, hooks)
             self._startup_s[model_name] = round(time.perf_counter() - start, 1)
-        return self._models[model_name]
+        return self._models[model_name][0]
 
     def engine(self, model_name: str, precision: str, batch: int, backend: str | None = None, build: int = 0) -> Engine:
         """The engine of `precision`, prepared once; `build` > 0 asks for another build (builds are measured apart)."""
