@@ -133,12 +133,13 @@ def _in_turn(
                     nxt_label, nxt_side = tasks[k + 1]
                     started.append(_start(commands[nxt_side], nxt_side, nxt_label, work, args, env, turns[k + 1]))
             nxt = turns[k + 1] if overlap and k + 1 < len(tasks) else None
-            if nxt is not None and _done_with_gpu(started[k]):
+            early = nxt is not None and _done_with_gpu(started[k])
+            if nxt is not None and early:
                 nxt.touch()  # while it writes its results and exits
             rc = _end(started[k])
             done.append(_read(work, side, label, rc, args))
-            if nxt is not None:
-                nxt.touch()  # after it ended without saying it was done: only once it has results
+            if nxt is not None and not early:
+                nxt.touch()  # it ended without saying it was done: only once it has results
     finally:
         for r in started[len(done) :]:
             _end(r, kill=True)  # a side failed, or we were interrupted: no process is left waiting for its turn
