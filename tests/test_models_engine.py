@@ -95,6 +95,27 @@ def test_each_precision_is_converted_once_and_its_batches_share_it(precision: st
     assert len(backend._converted) == 0
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, None])
+def test_a_copy_is_cast_as_to_casts_and_shares_no_memory_with_its_source(dtype: torch.dtype | None) -> None:
+    """The backend copies a model straight into the engine's device and dtype: the same tensors `.to()` makes of a
+    deep copy, tied weights still tied and integer buffers not cast, and nothing shared with the source, even where
+    neither the device nor the dtype changes (calibration then writes into the copy)."""
+    import copy
+
+    from pytest_vitperf.engines.backends.torch import _copied
+
+    source = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)).train()
+    source[1].weight = source[0].weight
+    source.register_buffer("steps", torch.arange(3))
+    made = _copied(source, torch.device("cpu"), dtype)
+    want = copy.deepcopy(source).to(torch.device("cpu"), dtype).state_dict()
+    assert made.state_dict().keys() == want.keys() and not made.training
+    assert all(torch.equal(v, want[k]) and v.dtype == want[k].dtype for k, v in made.state_dict().items())
+    assert made[1].weight is made[0].weight and made.get_buffer("steps").dtype == torch.int64
+    ours = {t.data_ptr() for t in (*source.parameters(), *source.buffers())}
+    assert not ours & {t.data_ptr() for t in (*made.parameters(), *made.buffers())}
+
+
 def test_cpu_engine_runs_the_batch_in_its_dtype() -> None:
     engine = prepare(build_model("vit_tiny"), "bf16", batch=3)
     out = engine.output()

@@ -100,8 +100,8 @@ def _build(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor)
     fp8, f32 = cudnn.data_type.FP8_E4M3, cudnn.data_type.FLOAT
     handle = cudnn.create_handle()
     graph = cudnn.pygraph(io_data_type=fp8, intermediate_data_type=f32, compute_data_type=f32, handle=handle)
-    qkv = [graph.tensor(uid=uid, dim=_cudnn_dims(t)[0], stride=_cudnn_dims(t)[1], data_type=fp8)
-           for uid, t in ((_Q, q), (_K, k), (_V, v))]  # fmt: skip
+    qkv = [graph.tensor(uid=uid, dim=dims, stride=strides, data_type=fp8)
+           for uid, (dims, strides) in ((_Q, _cudnn_dims(q)), (_K, _cudnn_dims(k)), (_V, _cudnn_dims(v)))]  # fmt: skip
     one = {"dim": (1, 1, 1, 1), "stride": (1, 1, 1, 1), "data_type": f32}
     dq, dk, dv, ds, ss, so = (graph.tensor(uid=uid, **one) for uid in (_DQ, _DK, _DV, _DS, _SS, _SO))
     o, _, amax_s, amax_o = graph.sdpa_fp8(q=qkv[0], k=qkv[1], v=qkv[2], descale_q=dq, descale_k=dk, descale_v=dv,
