@@ -16,6 +16,7 @@ from pytest_vitperf.measure.clocks import (
     per_sample_sm,
     reason_names,
     unexpected_reasons,
+    unlimited,
     unthrottled,
 )
 from pytest_vitperf.measure.measurement import Measurement
@@ -185,3 +186,19 @@ def test_a_tool_s_run_keeps_the_busy_readings_of_its_last_duration() -> None:
     assert [r.sm_mhz for r in kept] == [1650, 1680, 1695] and [r.samples for r in kept] == [4, 3, 3]
     assert per_sample_sm(kept).count(1650) == 4 and len(per_sample_sm(kept)) == 10
     assert last_busy(polled[:1], end=2.1, window_s=1.0, samples=10) == []
+
+
+@pytest.mark.parametrize(
+    ("reading", "settled"),
+    [
+        (ClockReading(0, 1980, 3201, 255.0, 0), True),  # ViT-B batch 1 on an H200: every reading of 24 processes
+        (ClockReading(0, 1980, 3201, 255.0, 0x1), True),  # idle between launches holds nothing back
+        (ClockReading(0, 1965, 3201, 640.0, 0x4), False),  # batch 64 at the power cap
+        (ClockReading(0, 1980, 3201, 690.0, 0x4), False),  # at the top clock, but the cap already binds
+        (ClockReading(0, 1905, 3201, 300.0, 0), False),  # below the top clock
+    ],
+)
+def test_a_clock_at_its_top_with_nothing_holding_it_back_has_nothing_to_settle_to(
+    reading: ClockReading, settled: bool
+) -> None:
+    assert unlimited(reading, max_sm_mhz=1980) is settled

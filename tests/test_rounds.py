@@ -69,7 +69,26 @@ def test_the_warm_up_runs_every_engine_at_least_once_and_for_the_time_asked() ->
     assert sorted(ran) == ["x", "y"]
     ran.clear()
     warm_up({"x": lambda: ran.append("x"), "y": lambda: ran.append("y")}, ms=10.0, now=lambda: next(clock) / 1e3)
-    assert len(ran) >= 10 and ran[:4] == ["x", "y", "x", "y"]
+    assert len(ran) >= 9 and ran[:4] == ["x", "y", "x", "y"]
+
+
+@pytest.mark.parametrize(
+    ("answers", "took_ms"),
+    [
+        ([True], 500),  # settled at the first two checks: 0.5 s, not the 2 s asked
+        ([True, False, True, True], 1000),  # two yeses running, not two in all
+        ([False], 2000),  # never: the time asked
+    ],
+)
+def test_the_warm_up_ends_once_the_clock_has_said_twice_running_it_has_nothing_to_settle_to(
+    answers: list[bool], took_ms: int
+) -> None:
+    ran: list[str] = []
+    clock = itertools.count(step=10)  # each look at the time, 10 ms later
+    asked = iter([*answers, *[answers[-1]] * 100])
+    spent = warm_up({"x": lambda: ran.append("x"), "y": lambda: ran.append("y")}, ms=2000.0,
+                    now=lambda: next(clock) / 1e3, settled=lambda: next(asked))  # fmt: skip
+    assert took_ms <= spent < took_ms + 20 and ran[:2] == ["x", "y"]
 
 
 SPEC = Spec("vit_base_patch16_224", "fp16", 64, "torch", "2.11.0", "NVIDIA H100 80GB HBM3", sm=90, timer="cuda-event")

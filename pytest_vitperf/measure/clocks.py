@@ -74,6 +74,13 @@ def unexpected_reasons(readings: tuple[ClockReading, ...] | list[ClockReading]) 
     return sorted(seen - EXPECTED_REASONS)
 
 
+def unlimited(reading: ClockReading, max_sm_mhz: int) -> bool:
+    """Whether the GPU runs at its highest SM clock with nothing holding it back (no reason but idle): under a load
+    that stays below the power cap, as batch 1 of ViT-B did on an H200 (1980 MHz, 250-260 W, every reading of 24
+    processes), where batch 64 met the cap at once and its clock then wandered over 1470-1965 MHz."""
+    return reading.sm_mhz >= max_sm_mhz and not reading.reasons & ~GPU_IDLE
+
+
 def unthrottled(
     chunks: list[list[float]], readings: list[ClockReading], default_sm_mhz: int | None
 ) -> tuple[list[float], list[ClockReading], int]:

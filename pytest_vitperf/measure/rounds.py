@@ -74,13 +74,30 @@ class Slices:
         self.dropped += dropped
 
 
-def warm_up(warm: Mapping[str, Callable[[], object]], ms: float, now: Callable[[], float] = time.perf_counter) -> None:
+SETTLE_CHECK_MS = 250.0  # how often a warm-up asks whether the clock has anything left to settle to
+
+
+def warm_up(
+    warm: Mapping[str, Callable[[], object]],
+    ms: float,
+    now: Callable[[], float] = time.perf_counter,
+    settled: Callable[[], bool] | None = None,
+) -> float:
     """Run each engine in turn until `ms` have passed (each at least once): clocks settle under the load the rounds
-    will put on the GPU, and every engine's kernels are loaded before its first slice."""
+    will put on the GPU, and every engine's kernels are loaded before its first slice. With `settled`, asked every
+    SETTLE_CHECK_MS, it ends once that has said yes twice running: a load that never meets the power cap has no
+    transient to wait out. Returns the ms it took."""
     start = now()
     names = sorted(warm)
-    i = 0
-    while i < len(names) or (now() - start) * 1e3 < ms:
+    i = calm = checks = 0
+    while True:
+        spent = (now() - start) * 1e3
+        if i >= len(names) and (spent >= ms or calm >= 2):
+            return spent
+        if settled is not None and spent >= (checks + 1) * SETTLE_CHECK_MS:
+            checks += 1
+            calm = calm + 1 if settled() else 0
+            continue
         warm[names[i % len(names)]]()
         i += 1
 
@@ -138,6 +155,7 @@ class FamilyRun:
     sequential: str = ""  # why the engines were timed one block each instead of in rounds; "" when interleaved
     gated: set[str] = field(default_factory=set)  # precisions already judged against their baselines
     built: list[str] = field(default_factory=list)  # the order the engines were built in
+    warmed_ms: float = 0.0  # the warm-up it took: the plan's, or less where the clock had nothing to settle to
 
     def set_aside(self, precision: str, why: VitperfError) -> None:
         """A precision that is not measured: skipped where nothing here builds it (NotBuilt), failed otherwise."""
