@@ -330,6 +330,24 @@ def test_three_rounds_a_process_on_an_h200_flag_nothing_in_an_a_a_and_find_one_p
         assert sum(x < 1 for x in ratios) >= 18 and float(np.median(ratios)) < 0.993, precision
 
 
+def test_the_stored_short_warm_up_rounds_flag_nothing_in_the_a_a_and_every_fp8_row_at_one_percent() -> None:
+    """H200, 2026-11-29: batch 1's warm-up ended after 0.5 s (below the power cap), batch 64's after 2 s. The A/A
+    (11 rounds) flags nothing; +1% on FP8 (16 rounds) is SLOWER on FP8's four rows and no other, batch 64 included;
+    batch 1's first round is its process's median, where a warm-up cut short would show first."""
+    data = json.loads((Path(__file__).parent / "data" / "ab" / "h200-ab-short-warmup-2026-11-29.json").read_text())
+    aa, delay = ([tuple({k: Side(*v) for k, v in side.items()} for side in pair) for pair in data[run]]
+                 for run in ("aa", "delay1"))  # fmt: skip
+    assert {r.verdict for r in judge(pairs(aa), threshold=0.005)} == {SAME, UNKNOWN}
+    rows = judge(pairs(delay), threshold=0.005)
+    slower = {f"{r.name.split(' ', 1)[1]} {r.what}" for r in rows if r.verdict == SLOWER}
+    assert slower == {f"fp8 b{b} {what}" for b in (1, 64) for what in (LATENCY, SPEEDUP)}
+    assert all(max(ms) < 600 for batch, ms in data["warmed_ms"].items() if batch == "b1")
+    assert all(min(ms) >= 2000 for batch, ms in data["warmed_ms"].items() if batch == "b64")
+    for row, ratios in data["first_round"].items():
+        if "-b1-" in row:
+            assert abs(float(np.median(ratios)) - 1) < 2e-4, row
+
+
 def test_more_rounds_are_whole_blocks_that_the_budget_pays_for() -> None:
     rounds = [tuple({k: Side(*v) for k, v in side.items()} for side in pair)
               for pair in json.loads(LATENCY_AA.read_text())["aa"][:4]]  # fmt: skip
