@@ -517,10 +517,10 @@ def _script_sides(path: Path, fail: str = "", nodone: bool = False) -> tuple[dic
 
 
 @pytest.mark.parametrize("says_done", [True, False], ids=["done-with-gpu", "at-exit"])
-def test_each_process_starts_while_the_one_before_it_runs_and_runs_after_it(
+def test_each_process_starts_two_turns_early_and_runs_after_the_one_before_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, says_done: bool
 ) -> None:
-    """Turns (on a GPU): ABBA, each process after the first started before the one before it ended, and ran only after
+    """Turns (on a GPU): ABBA, each process after the first started two turns early, and ran only after
     it was done with the GPU (--vitperf-turn-done), while it wrote its results and ended; or, had it never said so,
     only after it had ended."""
     monkeypatch.chdir(tmp_path)
@@ -532,6 +532,7 @@ def test_each_process_starts_while_the_one_before_it_runs_and_runs_after_it(
     starts, runs, dones, ends = ([i for i, e in enumerate(events) if e.startswith(kind)]
                                  for kind in ("start", "run", "done", "end"))  # fmt: skip
     assert all(starts[k] < ends[k - 1] for k in range(1, 4))
+    assert all(starts[k + 2] < runs[k + 1] for k in range(2))  # two turns ahead: ready when its turn comes
     before = dones if says_done else ends
     assert len(before) == 4 and all(before[k - 1] < runs[k] for k in range(1, 4))
     # done with the GPU: each next one ran while the one before it still wrote its results

@@ -110,15 +110,21 @@ def _host_timed(work: Path) -> bool:
     return any(m.spec.timer == PerfCounterClock.name for m in read_benchmark_json(work / "prepare-A.json"))
 
 
+# How many processes wait for their turn while one runs. One turn ahead was enough while a turn took 20 s or more;
+# at 13 s (H200, 2026-11-29) the next process, which needs about 12 s before it can take its turn, was sometimes not
+# ready, and 15.4 s passed from one process's results to the next one's.
+AHEAD = 2
+
+
 def _in_turn(
     tasks: list[tuple[str, str]], commands: dict[str, list[str]], work: Path, args: argparse.Namespace,
     env: dict[str, str], overlap: bool = True,
 ) -> list[Process]:  # fmt: skip
-    """The processes of `tasks` ((label, side), in order), one at a time on the GPU. With `overlap`, each next one
-    starts as the one before it gets its turn, and waits for a turn file written once that one is done with the GPU
-    (its last test has run) or has ended: its interpreter and imports (CPU work, about 11 s of a round's 50 on an
-    H100) overlap the other's run, and its turn the other's reports and exit (about 6 s on an H200); it touches the
-    GPU in its own turn. Without, each starts once the one before it has ended (a CPU run times the CPU itself)."""
+    """The processes of `tasks` ((label, side), in order), one at a time on the GPU. With `overlap`, each one
+    starts AHEAD turns early and waits for a turn file written once the one before it is done with the GPU (its last
+    test has run) or has ended: its interpreter, imports and FP32 models (CPU work, about 12 s on an H200) overlap
+    the others' runs, and its turn the other's reports and exit (about 4 s); it touches the GPU in its own turn.
+    Without, each starts once the one before it has ended (a CPU run times the CPU itself)."""
     turns = [work / f"{label}-{side}.turn" for label, side in tasks]
     for t in [*turns, *(work / f"{label}-{side}{DONE}" for label, side in tasks)]:
         t.unlink(missing_ok=True)  # an earlier run's, cut off
@@ -129,9 +135,9 @@ def _in_turn(
             with processes.held():
                 if k == 0 or not overlap:
                     started.append(_start(commands[side], side, label, work, args, env))
-                if overlap and k + 1 < len(tasks):
-                    nxt_label, nxt_side = tasks[k + 1]
-                    started.append(_start(commands[nxt_side], nxt_side, nxt_label, work, args, env, turns[k + 1]))
+                while overlap and len(started) < min(len(tasks), k + 1 + AHEAD):
+                    j = len(started)
+                    started.append(_start(commands[tasks[j][1]], tasks[j][1], tasks[j][0], work, args, env, turns[j]))
             nxt = turns[k + 1] if overlap and k + 1 < len(tasks) else None
             early = nxt is not None and _done_with_gpu(started[k])
             if nxt is not None and early:
