@@ -432,12 +432,18 @@ def pytest_runtest_setup(item):
 """
 
 
-def test_vitperf_ab_finds_a_candidate_five_times_slower(
+def test_vitperf_ab_finds_a_candidate_five_times_slower_and_explains_where_its_time_went(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """The whole command on a CPU: B's model sleeps five times as long, in a region its profile names. --explain
+    profiles the SLOWER row once more per side (never among the rounds) and puts the sleep's group first; --resume
+    takes the rounds the run finished."""
+    labelled = CONFTEST.replace("        time.sleep(self.seconds)\n", "        with torch.profiler.record_function("
+                                "'vitperf::model_sleep'):\n            time.sleep(self.seconds)\n")  # fmt: skip
+    assert labelled != CONFTEST
     pytester.makepyfile(test_tiny=TEST)
     # each process also says when its test runs, which must be in its turn
-    pytester.makeconftest(CONFTEST + RUN_EVENT)
+    pytester.makeconftest(labelled + RUN_EVENT)
     monkeypatch.chdir(pytester.path)
     work = pytester.path / "ab"
     out = {k: pytester.path / f"ab.{k}" for k in ("json", "md", "export")}
@@ -449,17 +455,32 @@ def test_vitperf_ab_finds_a_candidate_five_times_slower(
     pytester.makefile(".sh", side='echo "start $SIDE" >> events; "$@"; rc=$?; echo "end $SIDE" >> events; exit $rc')
     a, b = (f"env SIDE={s} {extra}sh side.sh {sys.executable}" for s, extra in (("A", ""), ("B", "SLOWDOWN=5 ")))
     # A 100% threshold, against a 5x candidate whose cost is a sleep (CONFTEST): true on a busy machine too.
-    code = main(["ab", "--a", a, "--b", b, "--rounds", "3",
+    code = main(["ab", "--a", a, "--b", b, "--rounds", "3", "--explain",
                  "--threshold", "100%", "--work-dir", str(work), "--json", str(out["json"]),
                  "--markdown", str(out["md"]), "--export", str(out["export"]), "--", *suite])  # fmt: skip
     assert code == EXIT_SLOWER, capsys.readouterr().err
     # the two prepare processes ran at once; then the rounds one process at a time, ABBA BAAB: on a CPU, which is
-    # what it times, a process starts only once the one before it has ended (no turns)
+    # what it times, a process starts only once the one before it has ended (no turns); then the profiles
     lines = events.read_text().split("\n")[:-1]
     assert sorted(lines[:2]) == ["start A", "start B"] and sorted(lines[:6]) == sorted(
         f"{e} {s}" for s in "AB" for e in ("start", "run", "end")
     )
-    assert lines[6:] == [f"{e} {s}" for s in "ABBABA" for e in ("start", "run", "end")]
+    assert lines[6:24] == [f"{e} {s}" for s in "ABBABA" for e in ("start", "run", "end")]
+    assert sorted(lines[24:]) == sorted(f"{e} {s}" for s in "AB" for e in ("start", "run", "end"))
+    explained = json.loads(out["json"].read_text())["explain"]
+    row = explained["rows"]["test_vit fp32 b1"]
+    first = row["by_kernel"][0]
+    assert first["name"] == "vitperf::model_sleep" and first["share"] > 0.9, row
+    assert first["interval_ms"][0] > 0 and row["profiles"] == [5, 5]
+    assert 3 < row["b_ms"] / row["a_ms"] < 8 and explained["seconds_per_row"] > 0
+    md = out["md"].read_text()
+    assert "### Where the time went" in md and "#### test_vit fp32 b1" in md and "`vitperf::model_sleep`" in md
+    assert row["by_module"][0]["name"] == "vitperf::model_sleep" and "| module |" in md  # an eager engine says
+    # where each side's round processes spent their time, from their own records
+    assert "Round process, side B (median of 3 rounds): " in md and " s preparing 1 engine(s)" in md
+    assert json.loads(out["json"].read_text())["round_time"]["A"]["engines"] == 1
+    # the profile processes are not rounds: the rounds' files are as without --explain, and theirs are apart
+    assert {p.name for p in work.glob("explain-*.json")} == {"explain-A.json", "explain-B.json"}
     data = json.loads(out["json"].read_text())
     (row,) = data["rows"]
     assert row["name"] == "test_vit fp32 b1" and row["verdict"] == SLOWER and row["rounds"] == 3
@@ -467,7 +488,8 @@ def test_vitperf_ab_finds_a_candidate_five_times_slower(
     assert "**SLOWER**" in out["md"].read_text() and json.loads(out["export"].read_text())[0]["unit"] == "B/A"
     assert data["compile"] == "off" and "engines built each process, torch mode `off`" in out["md"].read_text()
     assert sorted(p.name for p in work.glob("*.json")) == sorted(
-        ["ab-run.json"] + [f"prepare-{s}.json" for s in "AB"] + [f"round{i}-{s}.json" for i in range(3) for s in "AB"]
+        ["ab-run.json", "explain-A.json", "explain-B.json"] + [f"prepare-{s}.json" for s in "AB"]
+        + [f"round{i}-{s}.json" for i in range(3) for s in "AB"]
     )
     # each round's process compiled in a cache of its own, removed after it; the sides' prepared caches stay
     assert sorted(p.name for p in work.iterdir() if p.is_dir()) == ["cache-A", "cache-B"]
