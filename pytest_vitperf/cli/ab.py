@@ -137,7 +137,8 @@ def _in_turn(
                     started.append(_start(commands[side], side, label, work, args, env))
                 while overlap and len(started) < min(len(tasks), k + 1 + AHEAD):
                     j = len(started)
-                    started.append(_start(commands[tasks[j][1]], tasks[j][1], tasks[j][0], work, args, env, turns[j]))
+                    nxt_label, nxt_side = tasks[j]
+                    started.append(_start(commands[nxt_side], nxt_side, nxt_label, work, args, env, turns[j]))
             nxt = turns[k + 1] if overlap and k + 1 < len(tasks) else None
             early = nxt is not None and _done_with_gpu(started[k])
             if nxt is not None and early:

@@ -144,8 +144,8 @@ OPTIONS: tuple[_Option, ...] = (
         number(float, 0, "number of ms"),
         "MS",
         "warm-up time before sampling. Default: 2000 on a GPU (power-capped clocks take about 2 s "
-        "to settle), 200 on a CPU. A family's warm-up ends after 0.5 s where NVML shows the SM clock at its top "
-        "with nothing holding it back: a load below the power cap has nothing to settle to.",
+        "to settle), 200 on a CPU; by default a family's warm-up ends after 0.5 s where NVML shows the SM clock "
+        "at its top with nothing holding it back: a load below the power cap has nothing to settle to.",
     ),
     _Option(DURATION_MS, number(float, 0, "number of ms"), "MS", "minimum sampling time per benchmark. Default: 3000."),
     _Option(MIN_ITERATIONS, number(int, 1, "whole number"), "N",
