@@ -75,11 +75,13 @@ def test_an_interval_that_straddles_its_floor_is_inconclusive(
         result.stdout.fnmatch_lines(["*bf16-again is *x faster than bf16, not told apart from the floor 1.00x*"])
 
 
-# Each precision's second build is 10% slower (the plugin's own calibrated delay after every launch): a spread
-# between builds that no number of rounds averages away.
+# Each precision's second build sleeps 40 ms longer a launch than its first: a spread between builds that no number
+# of rounds averages away. Sleeps, not busy time: a busy CPU moves a busy wait's rounds by as much (CoV over 100%
+# with three runs on two cores), and the rounds' spread could then be the larger.
 UNEVEN = AGAIN + """
+import time
+
 from pytest_vitperf.engines.backends.torch import TorchBackend
-from pytest_vitperf.engines.delay import inject
 
 
 class Uneven(TorchBackend):
@@ -92,7 +94,14 @@ class Uneven(TorchBackend):
     def prepare(self, model, **kw):
         engine = super().prepare(model, **kw)
         n = Uneven.built[kw["precision"]] = Uneven.built.get(kw["precision"], 0) + 1
-        return inject(engine, 0.1) if n == 2 else engine  # a share of its own time: slow CPUs too
+        launch, pause = engine.launch, 0.02 if n == 1 else 0.06
+
+        def slept():
+            launch()
+            time.sleep(pause)
+
+        engine.launch = slept
+        return engine
 
 
 def pytest_vitperf_backend_names(config):
@@ -105,7 +114,7 @@ def pytest_vitperf_make_backend(config, name):
 
 
 def test_rounds_that_cannot_settle_a_floor_are_not_spent(suite: pytest.Pytester) -> None:
-    """An A/A pair against a floor of 1.00, every precision's second build 10% slower, and a minute of budget for
+    """An A/A pair against a floor of 1.00, every precision's second build far slower, and a minute of budget for
     more rounds: the builds' spread alone straddles the floor, so the family stops at its first 3 rounds instead of
     doubling them, and the message says what can settle it."""
     suite.makeconftest(UNEVEN)
