@@ -30,6 +30,21 @@ def test_one_run_measures_the_whole_family_in_rounds(suite: pytest.Pytester) -> 
     assert all("duration_ms" not in o for o in spec_options)  # block sampling's settings do not describe rounds
 
 
+@pytest.mark.parametrize(("agree", "done"), [("50%", 2), ("0.0001%", 5)])
+def test_rounds_that_agree_end_early(suite: pytest.Pytester, agree: str, done: int) -> None:
+    """With --vitperf-rounds-agree, --vitperf-rounds is the most: a CPU's rounds agree within 50%, never within
+    0.0001%. The plan is recorded with what it did."""
+    out = suite.path / "bench.json"
+    args = ("--vitperf-precisions=fp32,fp16", "--vitperf-rounds=5", f"--vitperf-rounds-agree={agree}")
+    result = suite.runpytest(*FAST, *args, f"--benchmark-json={out}")
+    result.assert_outcomes(passed=2)
+    benchmarks = json.loads(out.read_text())["benchmarks"]
+    assert {(b["options"]["rounds"]["done"], b["options"]["rounds"]["agree"]) for b in benchmarks} == {
+        (done, float(agree.rstrip("%")) / 100)
+    }
+    assert all(len(b["extra_info"]["vitperf"]["rounds"]) == done for b in benchmarks)
+
+
 def test_two_builds_a_precision_carry_their_spread_into_the_interval(suite: pytest.Pytester) -> None:
     out = suite.path / "bench.json"
     result = suite.runpytest(*FAST, "--vitperf-precisions=fp32,fp16", "--vitperf-builds=2", f"--benchmark-json={out}")
@@ -171,6 +186,7 @@ def test_engines_that_do_not_fit_together_are_timed_one_block_each(suite: pytest
         (["--vitperf-inject-delay=fp6=2%"], "*--vitperf-inject-delay (ini option vitperf_inject_delay): unknown*"),
         (["--vitperf-inject-delay=fp8=200%"], "*'fp8=200%' is not PRECISION=REL with REL between 0 and 1*"),
         (["--vitperf-confidence=1.5"], "*'1.5' is not a confidence level such as 0.95 or 95%*"),
+        (["--vitperf-rounds-agree=-1%"], "*'-1%' is not a relative change such as 0.05 or 5%*"),
         (["--vitperf-inconclusive=maybe"], "*'maybe' is not one of: warn, xfail, fail*"),
     ],
 )

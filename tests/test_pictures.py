@@ -11,9 +11,11 @@ import pytest
 
 from pytest_vitperf.cli import main
 from pytest_vitperf.measure.measurement import BenchmarkJsonError, Measurement, read_benchmark_json
-from pytest_vitperf.report.pictures import tradeoff_points, write
+from pytest_vitperf.report.pictures import speedup_figure, tradeoff_points, write
 from pytest_vitperf.verdicts.accuracy import task_accuracy
+from pytest_vitperf.verdicts.floors import speedup_interval
 from tests.conftest import FAST
+from tests.test_rounds import measured
 
 STORED = Path(__file__).parent / "data" / "h200-vit_base-b64-benchmark.json"  # -n 2 run on 2x H200, 2026-11-23
 STORED_H100 = STORED.with_name("h100-main-job-benchmark.json")  # main job on an H100, 2026-11-23, part of it
@@ -101,3 +103,14 @@ def test_the_trade_off_puts_each_precision_at_its_speedup_and_task_drop_with_int
     cosines, by_task = tradeoff_points(ms)
     assert not by_task and {name for name, _, _ in cosines} == {"fp16", "bf16", "fp8", "int8"}
 
+
+
+def test_a_speedup_whose_medians_ratio_lies_outside_its_interval_is_drawn(tmp_path: Path) -> None:
+    """The interval pairs the rounds; the bar is the ratio of the pooled medians, which uneven rounds (a busy CPU)
+    can put outside it. Drawn as error bars about the bar, such an interval once failed the whole report."""
+    ref = measured("fp16", [[1.0] * 5, [3.0], [3.02]])  # pooled median 1.0
+    fp8 = measured("fp8", [[2.0], [6.0], [6.02] * 5])  # pooled median 6.02; every round half as fast as FP16
+    interval = speedup_interval(ref, fp8)
+    assert interval is not None and not interval.low <= ref.median / fp8.median <= interval.high
+    path = speedup_figure(("vit_base_patch16_224", 64, "torch", None), [ref, fp8], {}, tmp_path / "s.png")
+    assert path is not None and path.read_bytes()[:8] == PNG

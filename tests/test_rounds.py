@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from pytest_vitperf.measure.clocks import ClockReading
 from pytest_vitperf.measure.measurement import Measurement, Spec
-from pytest_vitperf.measure.rounds import Slices, interleave, looks_ahead, order, warm_up
+from pytest_vitperf.measure.rounds import Slices, disagreement, interleave, looks_ahead, order, warm_up
 from pytest_vitperf.verdicts.floors import CYCLES, Verdict, speedup_interval
 from pytest_vitperf.verdicts.stats import FAIL, INCONCLUSIVE, PASS
 
@@ -162,3 +162,31 @@ def test_the_looks_ahead_double_the_rounds_within_the_budget_and_the_looks_left(
     assert looks_ahead(20, 1, 1000) == [40, 80]  # two doublings after the first look
     assert looks_ahead(20, 1, 30) == [40, 50]  # the budget cuts the second
     assert looks_ahead(20, 2, 1000) == [40] and looks_ahead(20, 3, 1000) == [] and looks_ahead(20, 1, 0) == []
+
+
+def _slices(*rounds: list[float]) -> Slices:
+    s = Slices()
+    for samples in rounds:
+        s.add((samples, [], 0))
+    return s
+
+
+def test_disagreement_is_the_standard_error_of_a_rounds_median_pooled_over_the_engines() -> None:
+    a = _slices([1.0, 1.0, 9.0], [math.e, 0.1, 5.0])  # round medians 1 and e: logs 0 and 1
+    b = _slices([2.0], [2.0])  # agrees with itself: no spread, but a share of the pool's degrees of freedom
+    assert disagreement([a]) == pytest.approx(math.sqrt(0.5 / 2))
+    assert disagreement([a, b]) == pytest.approx(math.sqrt(0.25 / 2))
+    assert disagreement([_slices([1.0]), Slices()]) == math.inf  # one round: no spread yet
+    empty_round = _slices([1.0], [], [math.e])  # a round that kept nothing is not a round
+    assert disagreement([empty_round]) == pytest.approx(math.sqrt(0.5 / 2))
+
+
+@given(
+    st.lists(st.floats(0.1, 10.0), min_size=2, max_size=6),
+    st.floats(0.01, 100.0),
+)
+def test_disagreement_is_relative(medians: list[float], scale: float) -> None:
+    """The same rounds in other units (or an engine k times slower throughout) disagree as much."""
+    one = _slices(*([m] for m in medians))
+    scaled = _slices(*([m * scale] for m in medians))
+    assert disagreement([scaled]) == pytest.approx(disagreement([one]), rel=1e-9, abs=1e-12)

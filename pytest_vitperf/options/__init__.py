@@ -63,6 +63,7 @@ COLD = "--vitperf-cold"
 KERNELS = "--vitperf-kernels"
 SHARE_DEVICES = "--vitperf-share-devices"
 ROUNDS = "--vitperf-rounds"
+ROUNDS_AGREE = "--vitperf-rounds-agree"
 BUILDS = "--vitperf-builds"
 SLICE_MS = "--vitperf-slice-ms"
 ROUND_BUDGET_S = "--vitperf-round-budget-s"
@@ -248,6 +249,15 @@ OPTIONS: tuple[_Option, ...] = (
         "the latency suite times a family's engines (a model and batch: FP16 and every precision compared with it) "
         "in N interleaved rounds, every engine a slice of each round, so every speedup has an interval. 0: one "
         "block per engine (--vitperf-duration-ms), no interval. Default: 20.",
+    ),
+    _Option(
+        ROUNDS_AGREE,
+        parse_threshold,
+        "REL",
+        "with this, --vitperf-rounds is the most a family runs: it stops after 2 rounds once they agree, the "
+        "standard error of their log medians (spread pooled over its engines) at most REL (0.001 or 0.1%%), so the "
+        "time goes where the spread is. On an H200, batch 1's rounds agreed to 0.04%% and batch 64's, at the power "
+        "cap, differed by 1-1.6%%. vitperf ab's processes use 0.1%%. Default: 0, every family runs all its rounds.",
     ),
     _Option(
         BUILDS,
