@@ -629,3 +629,34 @@ def test_the_time_line_gives_the_median_round_process_of_each_side(tmp_path: Pat
     assert "warm-up, clocks and turns), 3 s checking outputs against FP32, 3 s in the rest" in line  # 55-7-10-28-4-3
     assert "; its turn on the device 46 s; then 6 s from its results to its exit" in line
     assert round_time(tmp_path / "nothing") == {}
+
+
+def test_rounds_that_end_once_they_agree_see_about_one_percent_at_batch_64_in_twelve_rounds() -> None:
+    """H200, 2026-11-29, each process's families running 2 rounds once they agree to 0.1% and 5 otherwise
+    (PROCESS_PLAN): the 12-round A/A flags nothing and batch 64 can see 0.86-1.03% (1.0-1.6% at 3 rounds); +1% on
+    FP8 in 12 rounds is SLOWER on FP8's four rows and no other. In every process, batch 1's first two rounds agreed
+    within 0.11% and batch 64's were at least 0.4% apart: the plan tells them apart."""
+    from pytest_vitperf.measure.rounds import Slices, disagreement
+
+    data = json.loads((Path(__file__).parent / "data" / "ab" / "h200-ab-rounds-agree-2026-11-29.json").read_text())
+    aa, delay = ([tuple({k: Side(*v) for k, v in side.items()} for side in pair) for pair in data[run]]
+                 for run in ("aa", "delay1"))  # fmt: skip
+    rows = judge(pairs(aa), threshold=0.005)
+    assert {r.verdict for r in rows} == {SAME, UNKNOWN}
+    assert max(r.detectable for r in rows if r.name.endswith(" b64")) < 0.0105
+    assert max(r.detectable for r in rows if r.name.endswith(" b1")) < 0.006
+    flagged = [r for r in judge(pairs(delay), threshold=0.005) if r.verdict == SLOWER]
+    assert {f"{r.name.split(' ', 1)[1]} {r.what}" for r in flagged} == {
+        f"fp8 b{b} {what}" for b in (1, 64) for what in (LATENCY, SPEEDUP)
+    }
+
+    def first_two(medians: list[float]) -> Slices:
+        s = Slices()
+        for m in medians[:2]:
+            s.add(([m], [], 0))
+        return s
+
+    for batch, low, high in (("b1", 0.0, 0.0011), ("b64", 0.004, 0.011)):
+        seen = [disagreement([first_two(v) for k, v in rows_.items() if k.endswith(f" {batch}")])
+                for rows_ in data["round_medians"].values()]  # fmt: skip
+        assert low <= min(seen) and max(seen) <= high, batch
