@@ -40,6 +40,7 @@ class Recipe:
     config: str | None = None  # Model Optimizer quantize config name, None for no quantization
     conv_fp8: bool = False  # Conv2d quantized in FP8 instead of the recipe's format
     mha_fp8: bool = False  # FP8 Q/DQ on the attention bmm inputs and the softmax output
+    mlp_fused: bool = False  # the torch backend runs each MLP's GELU and fc2's quantize in fc1's FP8 GEMM (cuBLASLt)
     sparse24: bool = False  # 2:4 magnitude sparsity before quantization
     cast: str | None = None  # "fp16"/"bf16": Model Optimizer ONNX autocast of the FP32 export
 
@@ -162,6 +163,10 @@ _TABLE: list[Precision] = [
     # fuse FP8 MHA (seed 004 asks whether it pays); the torch backend runs cuDNN's FP8 attention (fp8_attention.py).
     _FP8.variant("fp8-attn", "FP8 E4M3, attention in FP8", Recipe("FP8_DEFAULT_CFG", mha_fp8=True),
                  backends=ALL_BACKENDS),
+    # fp8 with each MLP's GELU and second quantize in its first GEMM's epilogue: what stood between FP8's 1.16x and
+    # the 1.31x its GEMMs imply at batch 64 on an H200 (docs/measurements/2026-11-28-h200-fp8-attention-cudnn.md).
+    _FP8.variant("fp8-fused", "FP8 E4M3, GELU fused into fc1's GEMM", Recipe("FP8_DEFAULT_CFG", mlp_fused=True),
+                 backends=frozenset({"torch"})),
     _FP8.variant(
         "fp8-sparse24",
         "FP8 E4M3 2:4 sparse",

@@ -38,7 +38,7 @@ def missing() -> str | None:
     return None
 
 
-def _quantize(t: torch.Tensor, scale: float | torch.Tensor) -> torch.Tensor:
+def quantize_e4m3(t: torch.Tensor, scale: float | torch.Tensor) -> torch.Tensor:
     """E4M3 of t·scale, saturated: a value past 448 becomes 448, as the kernels write it, not NaN."""
     return (t.float() * scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
 
@@ -52,9 +52,9 @@ def reference(
     s = torch.einsum("bqhd,bkhd->bhqk", qf, kf)
     p = torch.exp(s - s.amax(-1, keepdim=True))
     total = p.sum(-1, keepdim=True)
-    p8 = _quantize(p, _P_SCALE).float() / _P_SCALE
+    p8 = quantize_e4m3(p, _P_SCALE).float() / _P_SCALE
     o = torch.einsum("bhqk,bkhd->bhqd", p8, vf) / total
-    return _quantize(o.transpose(1, 2), scale_o.float()).contiguous()
+    return quantize_e4m3(o.transpose(1, 2), scale_o.float()).contiguous()
 
 
 @torch.library.custom_op("vitperf::sdpa_fp8", mutates_args=())

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import torch
 
-# Imported here so that the op is registered wherever a model holding these classes is loaded.
+# Imported here so that the ops are registered wherever a model holding these classes is loaded.
 from pytest_vitperf.engines.fp8_attention import E4M3_MAX, sdpa_fp8
+from pytest_vitperf.engines.fp8_mlp import linear_gelu_fp8
 
 INT8_MAX = 127.0
 
@@ -47,7 +48,11 @@ class Fp8Linear(QuantizedLinear):
         self.register_buffer("x_scale", torch.tensor(x_scale, dtype=torch.float32, device=weight.device))
 
     def gemm(self, x: torch.Tensor) -> torch.Tensor:
-        return self.gemm_fp8((x.float() / self.x_scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn))
+        return self.gemm_fp8(self.quantize(x))
+
+    def quantize(self, x: torch.Tensor) -> torch.Tensor:
+        """An input in E4M3 at this Linear's input scale."""
+        return (x.float() / self.x_scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
 
     def gemm_fp8(self, xq: torch.Tensor) -> torch.Tensor:
         """The GEMM of an input already in E4M3 at this Linear's input scale."""
@@ -95,6 +100,25 @@ class Fp8Attention(torch.nn.Module):
         q, k, v = (qkv.float() * self.qkv_scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn).unbind(2)
         o = sdpa_fp8(q, k, v, self.descale_q, self.descale_k, self.descale_v, self.scale_o)
         return self.proj.gemm_fp8(o.reshape(b * n, -1)).reshape(b, n, -1)
+
+
+class Fp8GeluMlp(torch.nn.Module):
+    """timm's MLP with both Linears in FP8, and GELU and fc2's input quantize in fc1's GEMM epilogue
+    (`fp8_mlp.linear_gelu_fp8`): the hidden activation is written once, in E4M3 at fc2's input scale, where fp8 writes
+    it in FP16 and a second kernel reads it back to apply GELU and quantize it. The GELU is cuBLASLt's tanh one."""
+
+    scale_out: torch.Tensor  # a buffer, named for the type checker
+
+    def __init__(self, fc1: Fp8Linear, fc2: Fp8Linear) -> None:
+        super().__init__()
+        self.fc1, self.fc2 = fc1, fc2
+        self.register_buffer("scale_out", fc2.x_scale.detach().reciprocal())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        lead, fc1 = x.shape[:-1], self.fc1
+        x8 = fc1.quantize(x.reshape(-1, x.shape[-1]))
+        h8 = linear_gelu_fp8(x8, fc1.weight, fc1.x_scale, fc1.w_scale, fc1.bias, self.scale_out)
+        return self.fc2.gemm_fp8(h8).reshape(*lead, -1)
 
 
 class Int8Linear(QuantizedLinear):

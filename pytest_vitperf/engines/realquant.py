@@ -62,11 +62,13 @@ class Conversion:
     kept_as: str = "high precision"
     others: dict[str, str] = field(default_factory=dict)  # module name -> layer type this backend never converts
     attention: list[str] = field(default_factory=list)  # attention modules whose Q, K, V run in FP8 (fp8-attn)
+    mlps: list[str] = field(default_factory=list)  # MLPs whose GELU and second quantize run in fc1's GEMM (fp8-fused)
 
     def summary(self) -> str:
         kept = "; ".join(f"{n} ({why})" for n, why in self.kept.items())
         text = f"{len(self.converted)} Linears in {self.precision} ({self.how})"
         text += f"; attention in FP8 in {len(self.attention)} blocks (cuDNN)" if self.attention else ""
+        text += f"; GELU and fc2's quantize in fc1's GEMM in {len(self.mlps)} MLPs (cuBLASLt)" if self.mlps else ""
         text += f"; kept in {self.kept_as}: {kept}" if kept else ""
         by_type: dict[str, list[str]] = {}
         for name, kind in self.others.items():
@@ -129,11 +131,14 @@ def _fits(precision: str, n: int, k: int) -> str | None:
     return None
 
 
-def convert(model: torch.nn.Module, precision: str, dtype: torch.dtype, attention: bool = False) -> Conversion:
+def convert(
+    model: torch.nn.Module, precision: str, dtype: torch.dtype, attention: bool = False, mlp: bool = False
+) -> Conversion:
     """Replace, in place, each Linear of a Model Optimizer-calibrated `model` whose input and weight quantizers are
     enabled by a real `precision` Linear; every other module is returned to plain torch in `dtype`. With
     `attention` (fp8-attn), each attention whose bmm quantizers were calibrated and whose two Linears became FP8
-    runs its Q, K and V in FP8 too (`fp8_attention`)."""
+    runs its Q, K and V in FP8 too (`fp8_attention`). With `mlp` (fp8-fused), each timm MLP whose two Linears became
+    FP8 runs its GELU and second quantize in its first GEMM (`fp8_mlp`)."""
     import torch
 
     if precision not in ("fp8", "int8"):
@@ -174,6 +179,12 @@ def convert(model: torch.nn.Module, precision: str, dtype: torch.dtype, attentio
             done.attention.append(name)
         else:
             done.kept[name] = why
+    for name in _mlps(model) if mlp else []:
+        why = _fp8_mlp(model, name)
+        if why is None:
+            done.mlps.append(name)
+        else:
+            done.kept[name] = why
     return done
 
 
@@ -208,6 +219,32 @@ def _fp8_attention(model: torch.nn.Module, name: str, amax: tuple[float, float, 
     if extra:
         return f"attention kept in FP16: FP8 attention takes Q, K and V straight from qkv; it has {', '.join(extra)}"
     _swap(model, name, Fp8Attention(attn.qkv, attn.proj, attn.num_heads, amax, float(attn.scale)))
+    return None
+
+
+def _mlps(model: torch.nn.Module) -> list[str]:
+    """timm's plain MLPs (fc1, GELU or another activation, fc2), not its gated ones, whose fc1 output is split."""
+    from timm.layers import Mlp
+
+    return [name for name, module in model.named_modules() if type(module) is Mlp]
+
+
+def _fp8_mlp(model: torch.nn.Module, name: str) -> str | None:
+    """Swap the MLP `name` for one whose GELU and second quantize run in its first GEMM, or say why it stays: both
+    Linears must be FP8, the activation GELU (cuBLASLt's epilogue has no other that a ViT uses), and nothing may sit
+    between GELU and fc2 (timm's hidden norm)."""
+    import torch
+
+    from pytest_vitperf.engines.quant_linears import Fp8GeluMlp, Fp8Linear
+
+    mlp: Any = model.get_submodule(name)
+    if not (isinstance(mlp.fc1, Fp8Linear) and isinstance(mlp.fc2, Fp8Linear)):
+        return "MLP not fused: its fc1 and fc2 Linears are not both FP8"
+    if not isinstance(mlp.act, torch.nn.GELU):
+        return f"MLP not fused: cuBLASLt's epilogue applies GELU, and its activation is {type(mlp.act).__name__}"
+    if not isinstance(mlp.norm, torch.nn.Identity):
+        return f"MLP not fused: a {type(mlp.norm).__name__} sits between its activation and fc2"
+    _swap(model, name, Fp8GeluMlp(mlp.fc1, mlp.fc2))
     return None
 
 
@@ -286,7 +323,7 @@ class ConvertedCache:
         try:
             saved = torch.load(io.BytesIO(self.path.read_bytes()), weights_only=True, map_location=device)
             kind, converted, kept, state = saved["kind"], saved["converted"], saved["kept"], saved["state"]
-            attention = list(saved.get("attention", []))
+            attention, mlps = list(saved.get("attention", [])), list(saved.get("mlps", []))
         except Exception:  # missing, truncated or foreign: convert again
             return None
         model.to(device, dtype)
@@ -302,6 +339,8 @@ class ConvertedCache:
             _swap(model, name, new)
         for name in attention:  # its scales come from `state`; one that does not fit fails the strict load below
             _fp8_attention(model, name, (1.0, 1.0, 1.0))
+        for name in mlps:
+            _fp8_mlp(model, name)
         try:
             model.load_state_dict(state, strict=True)
         except RuntimeError as exc:
@@ -313,7 +352,7 @@ class ConvertedCache:
                 f"converted model {self.path} does not fit this model ({first}); remove it to convert again: "
                 f"rm {self.path}"
             ) from None
-        return Conversion(kind, converted=list(converted), kept=dict(kept), attention=attention)
+        return Conversion(kind, converted=list(converted), kept=dict(kept), attention=attention, mlps=mlps)
 
     def save(self, model: torch.nn.Module, done: Conversion) -> None:
         import torch
@@ -323,5 +362,5 @@ class ConvertedCache:
         buf = io.BytesIO()
         state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
         torch.save({"kind": done.precision, "converted": done.converted, "kept": done.kept, "attention": done.attention,
-                    "state": state}, buf)  # fmt: skip
+                    "mlps": done.mlps, "state": state}, buf)  # fmt: skip
         write_atomic(self.path, buf.getvalue())

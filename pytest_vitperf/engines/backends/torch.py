@@ -176,7 +176,8 @@ def _quantized(
     if done is None:
         model = apply(p.recipe, model.to(dev).float().eval(), cache_dir=settings.cache_dir)  # our own copy
         # Both cast what they keep to `dtype`.
-        done = sparse24(model, dtype) if p.recipe.sparse24 else convert(model, p.weights, dtype, p.recipe.mha_fp8)
+        r = p.recipe
+        done = sparse24(model, dtype) if r.sparse24 else convert(model, p.weights, dtype, r.mha_fp8, r.mlp_fused)
         if cache is not None:
             cache.save(model, done)
     return model.eval(), done.note_others(model).summary()  # converted, restored or sparse alike
@@ -195,15 +196,16 @@ def _refuse(p: Precision, device: Device) -> None:
     """Raise for what this backend cannot build from a registered entry on `device`: NotBuilt where a missing
     optional package is the reason (a skip), VitperfError for the rest."""
     sparse_quantized = p.recipe.sparse24 and p.recipe.config is not None
-    if p.weights not in _DTYPES or sparse_quantized or (p.recipe.mha_fp8 and p.weights != "fp8"):
+    fused = p.recipe.mha_fp8 or p.recipe.mlp_fused
+    if p.weights not in _DTYPES or sparse_quantized or (fused and p.weights != "fp8"):
         raise VitperfError(  # a registered entry asking too much
             f"the torch backend builds weights in {', '.join(_DTYPES)}, 2:4 sparse in FP16 only, attention in FP8 "
-            f"with FP8 weights only, not {p.name}; build it with: --vitperf-backend tensorrt"
+            f"and fused MLPs with FP8 weights only, not {p.name}; build it with: --vitperf-backend tensorrt"
         )
-    if p.recipe.mha_fp8 and device.sm is not None:  # on a CPU the op is plain torch
-        from pytest_vitperf.engines.fp8_attention import missing
+    if fused and device.sm is not None:  # on a CPU the ops are plain torch
+        from pytest_vitperf.engines import fp8_attention, fp8_mlp
 
-        why = missing()
+        why = (fp8_attention if p.recipe.mha_fp8 else fp8_mlp).missing()
         if why is not None:
             raise NotBuilt(why)
     if p.recipe.sparse24 and device.sm is None:
@@ -308,9 +310,9 @@ class TorchBackend:
         }
         if quantized is not None:
             info["quantization"] = quantized
-        if p.recipe.mha_fp8 and device.sm is not None:
+        if (p.recipe.mha_fp8 or p.recipe.mlp_fused) and device.sm is not None:
             with torch.inference_mode():
-                model(x)  # cuDNN builds its attention plans, or says it has none (NotBuilt), before anything compiles
+                model(x)  # cuDNN and cuBLASLt plan their ops, or say they cannot (NotBuilt), before anything compiles
         if compile_mode != "off":
             # Static shapes, as a TensorRT engine built for one batch has. By default dynamo marks a dimension dynamic
             # once a second engine of the same code (any timm ViT) arrives with another size: in the main job the
