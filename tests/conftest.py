@@ -28,6 +28,7 @@ FAST = (
     "--vitperf-duration-ms=0",
     "--vitperf-min-iterations=3",
     "--vitperf-rounds=3",
+    "--vitperf-rounds-agree=0",
     "--vitperf-builds=1",
     "--vitperf-slice-ms=1",
     "--vitperf-batch-sizes=1",

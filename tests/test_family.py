@@ -30,19 +30,20 @@ def test_one_run_measures_the_whole_family_in_rounds(suite: pytest.Pytester) -> 
     assert all("duration_ms" not in o for o in spec_options)  # block sampling's settings do not describe rounds
 
 
-@pytest.mark.parametrize(("agree", "done"), [("50%", 2), ("0.0001%", 5)])
-def test_rounds_that_agree_end_early(suite: pytest.Pytester, agree: str, done: int) -> None:
+@pytest.mark.parametrize(("agree", "builds", "done"), [("50%", 1, 2), ("50%", 2, 3), ("0.0001%", 1, 5)])
+def test_rounds_that_agree_end_early(suite: pytest.Pytester, agree: str, builds: int, done: int) -> None:
     """With --vitperf-rounds-agree, --vitperf-rounds is the most: a CPU's rounds agree within 50%, never within
-    0.0001%. The plan is recorded with what it did."""
+    0.0001%. Two builds need a third round (an interval widened by the builds' spread). The plan is recorded with what
+    it did."""
     out = suite.path / "bench.json"
     args = ("--vitperf-precisions=fp32,fp16", "--vitperf-rounds=5", f"--vitperf-rounds-agree={agree}")
-    result = suite.runpytest(*FAST, *args, f"--benchmark-json={out}")
+    result = suite.runpytest(*FAST, *args, f"--vitperf-builds={builds}", f"--benchmark-json={out}")
     result.assert_outcomes(passed=2)
     benchmarks = json.loads(out.read_text())["benchmarks"]
     assert {(b["options"]["rounds"]["done"], b["options"]["rounds"]["agree"]) for b in benchmarks} == {
         (done, float(agree.rstrip("%")) / 100)
     }
-    assert all(len(b["extra_info"]["vitperf"]["rounds"]) == done for b in benchmarks)
+    assert all(len(b["extra_info"]["vitperf"]["rounds"]) == builds * done for b in benchmarks)
 
 
 def test_two_builds_a_precision_carry_their_spread_into_the_interval(suite: pytest.Pytester) -> None:

@@ -108,7 +108,8 @@ def test_an_mlp_that_is_not_plain_gelu_stays_unfused() -> None:
     summary = _prepare("fp8-fused", model, "silu_vit").describe()["quantization"]
     assert "in fc1's GEMM" not in summary
     assert "blocks.0.mlp (MLP not fused: cuBLASLt's epilogue applies GELU, and its activation is SiLU)" in summary
-    model = build_vit(img_size=32, patch_size=8, embed_dim=64, depth=1, num_heads=2, num_classes=16, scale_mlp_norm=True)
+    model = build_vit(img_size=32, patch_size=8, embed_dim=64, depth=1, num_heads=2, num_classes=16,
+                      scale_mlp_norm=True)  # fmt: skip
     summary = _prepare("fp8-fused", model, "mlp_norm_vit").describe()["quantization"]
     assert "blocks.0.mlp (MLP not fused: a LayerNorm sits between its activation and fc2)" in summary
 

@@ -50,7 +50,7 @@ class Settings:
     gemm_hot: bool = False
     share_devices: bool = False
     rounds: int = 20
-    rounds_agree: float = 0.0  # above 0: rounds end once they agree this closely (measure.rounds.disagreement)
+    rounds_agree: float = 0.001  # above 0: rounds end once they agree this closely (measure.rounds.disagreement)
     builds: int = 2
     slice_ms: float = 200.0
     round_budget_s: float = 60.0

@@ -28,6 +28,7 @@ from pytest_vitperf.measure.clocks import ClockReading
 
 # (samples, their clock readings, samples dropped for a throttled clock): what timing one slice gives
 Slice = tuple[list[float], list[ClockReading], int]
+AGREED_AFTER = 2  # the fewest rounds of one build that may end on agreeing (RoundPlan.fewest): a spread needs two
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,7 @@ class RoundPlan:
     go on adding rounds to settle a verdict. With `agree`, rounds stop early once they agree (disagreement)."""
 
     rounds: int = 20
-    agree: float = 0.0  # above 0: `rounds` is the most, and they end after AGREED_AFTER once their disagreement is this
+    agree: float = 0.001  # above 0: `rounds` is the most, and they end after `fewest()` once they disagree this little
     slice_ms: float = 200.0
     turns: int = 8
     builds: int = 2
@@ -48,6 +49,11 @@ class RoundPlan:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def fewest(self) -> int:
+        """The rounds a plan with `agree` runs before they may end: two give a spread; with more than one build, a
+        speedup's interval (widened by the builds' spread, builds.nested_interval) needs three."""
+        return min(self.rounds, AGREED_AFTER + (self.builds > 1))
 
 
 def order(names: Sequence[str], seed: int, round_index: int) -> list[str]:
@@ -84,9 +90,6 @@ class Slices:
                 out.append(math.log(statistics.median(self.samples[start : start + n])))
             start += n
         return out
-
-
-AGREED_AFTER = 2  # the fewest rounds a plan with `agree` runs: a spread needs two
 
 
 def disagreement(slices: Iterable[Slices]) -> float:

@@ -254,10 +254,10 @@ OPTIONS: tuple[_Option, ...] = (
         ROUNDS_AGREE,
         parse_threshold,
         "REL",
-        "with this, --vitperf-rounds is the most a family runs: it stops after 2 rounds once they agree, the "
-        "standard error of their log medians (spread pooled over its engines) at most REL (0.001 or 0.1%%), so the "
-        "time goes where the spread is. On an H200, batch 1's rounds agreed to 0.04%% and batch 64's, at the power "
-        "cap, differed by 1-1.6%%. vitperf ab's processes use 0.1%%. Default: 0, every family runs all its rounds.",
+        "--vitperf-rounds is the most a family runs: it stops after 3 rounds (2 with one build) once they agree, "
+        "the standard error of their log medians (pooled over its engines) at most REL (0.001 or 0.1%%). Below the "
+        "power cap (an H200 at batch 1) the builds' spread sets the intervals, and 3 rounds gave them as 20 did. "
+        "0: all its rounds. Default: 0.1%%.",
     ),
     _Option(
         BUILDS,
