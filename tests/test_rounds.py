@@ -190,3 +190,29 @@ def test_disagreement_is_relative(medians: list[float], scale: float) -> None:
     one = _slices(*([m] for m in medians))
     scaled = _slices(*([m * scale] for m in medians))
     assert disagreement([scaled]) == pytest.approx(disagreement([one]), rel=1e-9, abs=1e-12)
+
+
+def test_stored_h100_families_at_batch_1_agree_after_three_rounds_and_lose_nothing_by_stopping() -> None:
+    """FP16's and FP8's round medians of the H100 main job's families (2026-11-26, 2 builds, 20-60 rounds): at batch
+    1 the first 3 rounds agree within 0.1% (the default), and FP8's interval after them is as wide as after all
+    rounds (the builds' spread sets it) and moved by under 0.2%; at batch 64 they disagree, and the family runs all
+    its rounds."""
+    import json
+    from pathlib import Path
+
+    from pytest_vitperf.verdicts.builds import BuildSpread, nested_interval
+
+    data = json.loads((Path(__file__).parent / "data" / "h100-fp8-floor-rounds-2026-11-26.json").read_text())
+    for name in ("cold b1", "warm b1", "cold b64", "warm b64"):
+        family = data[name]
+        engines = [_slices(*([math.exp(x)] for x in build[:3])) for p in ("fp16", "fp8") for build in family[p]]
+        agrees = disagreement(engines) <= 0.001
+        assert agrees == name.endswith("b1"), name
+        if agrees:
+            spread = BuildSpread(**family["spread"])
+            full = nested_interval(family["fp16"], family["fp8"], spread, 0.9917)
+            three = nested_interval([b[:3] for b in family["fp16"]], [b[:3] for b in family["fp8"]], spread, 0.9917)
+            assert full is not None and three is not None
+            width = math.log(three.high / three.low)
+            assert width == pytest.approx(math.log(full.high / full.low), rel=0.02)
+            assert three.estimate == pytest.approx(full.estimate, rel=2e-3)
