@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from pytest_vitperf.measure.clocks import ClockReading
 from pytest_vitperf.measure.measurement import Measurement, Spec
-from pytest_vitperf.measure.rounds import Slices, disagreement, interleave, looks_ahead, order, warm_up
+from pytest_vitperf.measure.rounds import RoundPlan, Slices, disagreement, interleave, looks_ahead, order, warm_up
 from pytest_vitperf.verdicts.floors import CYCLES, Verdict, speedup_interval
 from pytest_vitperf.verdicts.stats import FAIL, INCONCLUSIVE, PASS
 
@@ -206,7 +206,7 @@ def test_stored_h100_families_at_batch_1_agree_after_three_rounds_and_lose_nothi
     for name in ("cold b1", "warm b1", "cold b64", "warm b64"):
         family = data[name]
         engines = [_slices(*([math.exp(x)] for x in build[:3])) for p in ("fp16", "fp8") for build in family[p]]
-        agrees = disagreement(engines) <= 0.001
+        agrees = disagreement(engines) <= RoundPlan().agree
         assert agrees == name.endswith("b1"), name
         if agrees:
             spread = BuildSpread(**family["spread"])
