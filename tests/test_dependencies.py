@@ -22,7 +22,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "pytest_vitperf"
 DYNAMIC = ("tensorrt_rtx",)
 # Optional: the code refuses with the install command when these are missing; they must still be declared as
 # extras, and they are imported here when installed.
-OPTIONAL = {"tensorrt": "tensorrt", "cudnn": "cudnn"}  # module -> the extra that installs it
+OPTIONAL = {"tensorrt": "tensorrt", "cudnn": "cudnn", "nvmath": "cublaslt"}  # module -> the extra that installs it
 # What Model Optimizer's ONNX export and autocast import, beyond what its own metadata declares (it asks for an
 # "[onnx]" extra that would also pull onnxruntime-gpu and cupy): each must be in pyproject.toml.
 MODELOPT_ONNX = ("requests", "onnx_graphsurgeon", "onnxconverter_common", "onnxslim", "onnxscript", "lief")
