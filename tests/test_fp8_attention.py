@@ -109,14 +109,26 @@ def test_an_attention_with_norms_between_stays_in_fp16() -> None:
            "q_norm, k_norm)" in summary  # fmt: skip
 
 
-def test_a_gpu_without_cudnns_frontend_skips_fp8_attn_with_the_install_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The frontend is an extra: where it is missing, fp8-attn is skipped (NotBuilt) before anything is calibrated."""
+@pytest.mark.parametrize(
+    ("precision", "module", "says"),
+    [
+        ("fp8-attn", "cudnn", r"nvidia-cudnn-frontend, which is not installed; .*pytest-vitperf\[cudnn\]'$"),
+        ("fp8-fused", "nvmath", r"nvmath-python, which is not installed; .*pytest-vitperf\[cublaslt\]'$"),
+    ],
+)
+def test_a_gpu_without_the_extra_skips_its_precision_with_the_install_line(
+    monkeypatch: pytest.MonkeyPatch, precision: str, module: str, says: str
+) -> None:
+    """cuDNN's frontend and nvmath-python are extras: where one is missing, its precision is skipped (NotBuilt)
+    before anything is calibrated."""
     import importlib.util
 
+    from pytest_vitperf.engines import fp8_mlp
+
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "cudnn" else real(name, *a))
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == module else real(name, *a))
     h100 = Device("NVIDIA H100 80GB HBM3", sm=90)
-    with pytest.raises(NotBuilt, match=r"nvidia-cudnn-frontend, which is not installed; .*pytest-vitperf\[cudnn\]'$"):
-        TorchBackend().prepare(build_model("vit_tiny"), model_name="vit_tiny_patch16_224", precision="fp8-attn",
+    with pytest.raises(NotBuilt, match=says):
+        TorchBackend().prepare(build_model("vit_tiny"), model_name="vit_tiny_patch16_224", precision=precision,
                                batch=1, device=h100, settings=Settings())  # fmt: skip
-    assert fp8_attention.missing() is not None
+    assert (fp8_attention if module == "cudnn" else fp8_mlp).missing() is not None

@@ -1,6 +1,6 @@
 """fp8-fused on the CPU: the fused op's arithmetic against float64, its registration for compile, the MLP swap on a
-real timm ViT, what stays unfused and why, the converted cache, and the skip where nvmath-python is missing. The
-cuBLASLt path itself needs a GPU."""
+real timm ViT, what stays unfused and why, and the converted cache (the skip where nvmath-python is missing is
+tests/test_fp8_attention.py's, beside cuDNN's). The cuBLASLt path itself needs a GPU."""
 
 from __future__ import annotations
 
@@ -11,9 +11,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_vitperf.core.errors import NotBuilt
 from pytest_vitperf.core.settings import Settings
-from pytest_vitperf.engines import fp8_mlp
 from pytest_vitperf.engines.backends.torch import TorchBackend
 from pytest_vitperf.engines.fp8_attention import E4M3_MAX
 from pytest_vitperf.engines.fp8_mlp import linear_gelu_fp8
@@ -113,15 +111,3 @@ def test_an_mlp_that_is_not_plain_gelu_stays_unfused() -> None:
     summary = _prepare("fp8-fused", model, "mlp_norm_vit").describe()["quantization"]
     assert "blocks.0.mlp (MLP not fused: a LayerNorm sits between its activation and fc2)" in summary
 
-
-def test_a_gpu_without_nvmath_skips_fp8_fused_with_the_install_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    """nvmath-python is an extra: where it is missing, fp8-fused is skipped (NotBuilt) before anything is calibrated."""
-    import importlib.util
-
-    real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "nvmath" else real(name, *a))
-    h100 = Device("NVIDIA H100 80GB HBM3", sm=90)
-    with pytest.raises(NotBuilt, match=r"nvmath-python, which is not installed; .*pytest-vitperf\[cublaslt\]'$"):
-        TorchBackend().prepare(build_model("vit_tiny"), model_name="vit_tiny_patch16_224", precision="fp8-fused",
-                               batch=1, device=h100, settings=Settings())  # fmt: skip
-    assert fp8_mlp.missing() is not None

@@ -26,16 +26,18 @@ from pytest_vitperf.core.errors import NotBuilt
 
 E4M3_MAX = 448.0
 _P_SCALE = E4M3_MAX  # P's largest value is exp(0) = 1
-PACKAGE = "nvidia-cudnn-frontend"
-INSTALL = "pip install 'pytest-vitperf[cudnn]'"
+
+
+def not_installed(module: str, package: str, extra: str, what: str) -> str | None:
+    """Why `what` cannot run here, or None: `module`, from `package` (this project's extra `extra`), is missing."""
+    if importlib.util.find_spec(module) is None:
+        return f"{what} through {package}, which is not installed; install it: pip install 'pytest-vitperf[{extra}]'"
+    return None
 
 
 def missing() -> str | None:
     """Why cuDNN's FP8 attention cannot be called here, or None: the frontend package is not installed."""
-    if importlib.util.find_spec("cudnn") is None:
-        return (f"fp8-attn runs attention through cuDNN's FP8 attention, from {PACKAGE}, which is not installed; "
-                f"install it: {INSTALL}")  # fmt: skip
-    return None
+    return not_installed("cudnn", "nvidia-cudnn-frontend", "cudnn", "fp8-attn runs attention in cuDNN's FP8 attention")
 
 
 def quantize_e4m3(t: torch.Tensor, scale: float | torch.Tensor) -> torch.Tensor:

@@ -17,24 +17,18 @@ loads). nvmath-python is imported at the first call on a GPU.
 
 from __future__ import annotations
 
-import importlib.util
 from typing import Any
 
 import torch
 
 from pytest_vitperf.core.errors import NotBuilt
-from pytest_vitperf.engines.fp8_attention import quantize_e4m3
-
-PACKAGE = "nvmath-python"
-INSTALL = "pip install 'pytest-vitperf[cublaslt]'"
+from pytest_vitperf.engines.fp8_attention import not_installed, quantize_e4m3
 
 
 def missing() -> str | None:
     """Why cuBLASLt's fused FP8 GEMM cannot be called here, or None: nvmath-python is not installed."""
-    if importlib.util.find_spec("nvmath") is None:
-        return (f"fp8-fused runs each MLP's first GEMM, GELU and quantize as one cuBLASLt call through {PACKAGE}, "
-                f"which is not installed; install it: {INSTALL}")  # fmt: skip
-    return None
+    what = "fp8-fused runs each MLP's first GEMM, GELU and quantize as one cuBLASLt call"
+    return not_installed("nvmath", "nvmath-python", "cublaslt", what)
 
 
 def reference(
