@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_vitperf.engines.models import build_model
-from pytest_vitperf.measure.kernels import Breakdown, amdahl_ceiling, breakdown, category, explain, profile
+from pytest_vitperf.measure.kernels import (
+    Breakdown,
+    amdahl_ceiling,
+    breakdown,
+    category,
+    epilogue_ms,
+    explain,
+    profile,
+)
 
 
 @pytest.mark.parametrize(
@@ -84,6 +94,22 @@ def test_explain_names_what_moved_outside_the_gemms_in_a_real_profile() -> None:
         "+0.491 ms (quantize +1.671, elementwise -0.685, norm -0.474); profiled 1.18x"
     )
     assert "(quantize +1.912, elementwise -0.685, norm -0.474, attention +0.155)" in explain(fp16, attn)
+
+
+def test_explain_says_when_gemms_carry_the_gelu_in_their_epilogue() -> None:
+    """ViT-L at batch 64 on an H200 (docs/measurements/2026-11-29-h200-fp8-fused-cublaslt.md): fp8-fused's fc1 is one
+    cuBLASLt kernel with the GELU in its epilogue, the slowest kernel of the profile, so its GEMM time includes work
+    that FP16 spends in elementwise kernels. Category ms from the summary's shares of 17.220 and 10.996 ms."""
+    fp16 = Breakdown(17.220, {"gemm": 11.882, "elementwise": 1.894, "attention": 1.550, "norm": 1.378, "other": 0.344})
+    fused = Breakdown(10.996, {"gemm": 7.477, "quantize": 1.869, "attention": 1.429, "other": 0.330},
+                      top=[("nvjet_sm90_qqhsq_128x128_128x6_2x1_v_bz_coopA_algo2_gelubias_TNT", 3.006),
+                           ("nvjet_sm90_qqhsh_256x128_128x4_2x1_v_bz_coopA_bias_TNT", 2.400)])  # fmt: skip
+    assert explain(fp16, fused).startswith(
+        "GEMMs 1.59x faster (3.006 ms of them with GELU in their epilogue) and 69% of the reference's time: 1.34x"
+    )
+    profiled = replace(fused, profiles=[{fused.top[0][0]: 3.0, fused.top[1][0]: 2.4}, {fused.top[0][0]: 3.2}])
+    assert epilogue_ms(profiled) == pytest.approx(3.1)  # the profiles' mean, where they are kept
+    assert "epilogue" not in explain(fp16, replace(fused, top=fused.top[1:]))
 
 
 @given(st.floats(0, 1), st.floats(0.01, 100))

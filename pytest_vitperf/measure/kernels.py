@@ -31,6 +31,7 @@ CATEGORIES: tuple[tuple[str, str], ...] = (
 )
 
 
+EPILOGUE = re.compile(r"gelu")  # a GEMM kernel that names its fused epilogue: cuBLASLt's `..._gelubias_TNT`
 PROFILES = 5  # repeats of a profile: the spread that kernel_diff's intervals take
 MODULE_LABEL = "vitperf.module::"  # the profiler range around each module's forward (labelled_modules)
 OUTSIDE = "(outside any module)"  # time of kernels launched outside every labelled module
@@ -226,6 +227,14 @@ def amdahl_ceiling(fraction: float, speedup: float) -> float:
     return 1.0 / ((1.0 - fraction) + fraction / speedup)
 
 
+def epilogue_ms(b: Breakdown) -> float:
+    """Milliseconds per inference in GEMM kernels that also run a GELU in their epilogue (fp8-fused's fc1): GEMM time
+    that includes work another precision spends in elementwise kernels. From the profiles, else the slowest kernels."""
+    kernels = b.profiles or [dict(b.top)]
+    return math.fsum(ms for p in kernels for name, ms in p.items()
+                     if category(name) == "gemm" and EPILOGUE.search(name.lower())) / len(kernels)  # fmt: skip
+
+
 def explain(reference: Breakdown, candidate: Breakdown) -> str:
     """Why the candidate is (not) faster than the reference: how much faster its GEMMs got, what that alone
     would give (Amdahl), and how much the time outside GEMMs moved, by category: what stands between the
@@ -244,8 +253,10 @@ def explain(reference: Breakdown, candidate: Breakdown) -> str:
     parts = [f"{c} {d:+.3f}" for c, d in sorted(moved.items(), key=lambda i: -abs(i[1]))
              if abs(d) >= 0.01 * reference.per_run_ms]  # fmt: skip
     by = f" ({', '.join(parts)})" if parts else ""
+    fused = epilogue_ms(candidate)
+    with_gelu = f" ({fused:.3f} ms of them with GELU in their epilogue)" if fused > 0 else ""
     return (
-        f"GEMMs {gemm_speedup:.2f}x faster and {share:.0%} of the reference's time: "
+        f"GEMMs {gemm_speedup:.2f}x faster{with_gelu} and {share:.0%} of the reference's time: "
         f"{amdahl_ceiling(share, gemm_speedup):.2f}x if nothing else changed; "
         f"time outside GEMMs {other:+.3f} ms{by}; profiled {reference.per_run_ms / candidate.per_run_ms:.2f}x"
     )
