@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from pytest_vitperf.core.settings import Settings
 from pytest_vitperf.engines.backends.torch import TorchBackend
 from pytest_vitperf.engines.fp8_attention import E4M3_MAX
-from pytest_vitperf.engines.fp8_mlp import linear_gelu_fp8
+from pytest_vitperf.engines.fp8_mlp import linear_gelu_fp8, unsupported
 from pytest_vitperf.engines.models import build_model
 from pytest_vitperf.measure.env import Device
 from pytest_vitperf.numerics import cosine
@@ -57,6 +57,13 @@ def test_values_past_448_saturate() -> None:
     args, _ = _inputs(4, 16, 16, seed=3)
     out = linear_gelu_fp8(*args[:-1], args[-1] * 1000).float()
     assert out.isfinite().all() and float(out.abs().max()) == E4M3_MAX
+
+
+def test_a_shape_that_fp8_gemms_refuse_is_named_before_cublaslt_is_asked() -> None:
+    """ViT-B's fc1 at batch 64 (64 x 197 tokens) is planned; at batch 1, its 197 tokens are the reason it skips."""
+    assert unsupported(64 * 197, 3072, 768) is None
+    assert unsupported(197, 3072, 768) == "FP8 GEMMs need M, N and K divisible by 16, and M=197 is not"
+    assert unsupported(197, 3072, 770) == "FP8 GEMMs need M, N and K divisible by 16, and M=197 and K=770 are not"
 
 
 def test_the_op_is_registered_for_compile_and_fake_tensors() -> None:

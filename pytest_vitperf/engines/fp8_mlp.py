@@ -59,6 +59,14 @@ def _(x: torch.Tensor, w: torch.Tensor, *rest: Any) -> torch.Tensor:
 _PLANS: dict[tuple[Any, ...], Any] = {}  # planned nvmath Matmuls by device, shapes and strides
 
 
+def unsupported(m: int, n: int, k: int) -> str | None:
+    """Why nvmath-python's FP8 matmul refuses an [m, k] by [k, n] product, or None: it needs every dimension divisible
+    by 16 (a ViT's tokens times its batch, 197 at batch 1, is not)."""
+    odd = [f"{name}={size}" for name, size in (("M", m), ("N", n), ("K", k)) if size % 16]
+    verb = "is" if len(odd) == 1 else "are"
+    return f"FP8 GEMMs need M, N and K divisible by 16, and {' and '.join(odd)} {verb} not" if odd else None
+
+
 @linear_gelu_fp8.register_kernel("cuda")
 def _cuda(
     x: torch.Tensor, w: torch.Tensor, scale_x: torch.Tensor, scale_w: torch.Tensor, bias: torch.Tensor | None,
@@ -74,14 +82,16 @@ def _cuda(
     key = (x.device, tuple(x.shape), x.stride(), tuple(w.shape), w.stride(), bias is None)
     mm = _PLANS.get(key)
     if mm is None:  # planned on the first call, which the backend makes before anything compiles or captures
+        (m, k), n = x.shape, w.shape[0]
         try:
+            if why := unsupported(m, n, k):
+                raise ValueError(why)
             mm = Matmul(a, b, quantization_scales=scales, options={"result_type": CudaDataType.CUDA_R_8F_E4M3},
                         stream=stream)  # fmt: skip
             mm.plan(epilog=MatmulEpilog.GELU_BIAS if bias is not None else MatmulEpilog.GELU, epilog_inputs=inputs,
                     stream=stream)  # fmt: skip
         except Exception as exc:  # nvmath's and cuBLASLt's errors alike: no such kernel here
             why = (str(exc) or type(exc).__name__).splitlines()[0]
-            (m, k), n = x.shape, w.shape[0]
             raise NotBuilt(f"cuBLASLt has no FP8 GEMM with a GELU epilogue that writes E4M3 for M={m} N={n} K={k} "
                            f"on {torch.cuda.get_device_name(x.device)} ({why}); measure the MLP's GELU in its own "
                            "kernel instead: --vitperf-precisions fp8") from None  # fmt: skip

@@ -251,8 +251,8 @@ def interval_notes(measurements: Iterable[Measurement], verdicts: Iterable[Verdi
     builds = sorted({m.builds for m in runs.values()})
     lines = [
         f"intervals: {confidence:.0%}, over {' or '.join(map(str, rounds))} interleaved rounds per family and "
-        f"{' or '.join(map(str, builds))} build(s) per precision (Student's t on the rounds' log ratios, widened by the "
-        "spread between builds); the cycles column multiplies each round's time by its SM clock"
+        f"{' or '.join(map(str, builds))} build(s) per precision (Student's t on the rounds' log ratios, widened by "
+        "the spread between builds); the cycles column multiplies each round's time by its SM clock"
     ]
     judged = [v for v in verdicts if v.floor is not None]
     if judged:
