@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -16,8 +18,11 @@ from pytest_vitperf.measure.kernels import (
     category,
     epilogue_ms,
     explain,
+    of_profiles,
     profile,
 )
+
+DATA = Path(__file__).parent / "data"
 
 
 @pytest.mark.parametrize(
@@ -47,6 +52,12 @@ from pytest_vitperf.measure.kernels import (
         ("void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl>", "elementwise"),
         ("aten::gelu", "elementwise"),
         ("Memset (Device)", "other"),
+        # The first LayerNorm fused with the patch embedding's conv output (FP16), and with its quantize (fp8-fused),
+        # and fp8-fused's fc1: an H200's profile (tests/data/h200-vit_base-b64-fp8-fused-kernels.json)
+        ("triton_red_fused_add_cat_convolution_expand_native_layer_norm_transpose_view_1", "norm"),
+        ("triton_red_fused__to_copy_add_cat_clamp_convolution_div_expand_linear_gelu_fp8_native_layer_norm_view_2",
+         "quantize"),
+        ("nvjet_sm90_qqhsq_128x128_128x6_2x1_v_bz_coopA_algo2_gelubias_TNT", "gemm"),
     ],
 )
 def test_kernel_names_fall_into_categories(name: str, cat: str) -> None:
@@ -96,20 +107,25 @@ def test_explain_names_what_moved_outside_the_gemms_in_a_real_profile() -> None:
     assert "(quantize +1.912, elementwise -0.685, norm -0.474, attention +0.155)" in explain(fp16, attn)
 
 
-def test_explain_says_when_gemms_carry_the_gelu_in_their_epilogue() -> None:
-    """ViT-L at batch 64 on an H200 (docs/measurements/2026-11-29-h200-fp8-fused-cublaslt.md): fp8-fused's fc1 is one
-    cuBLASLt kernel with the GELU in its epilogue, the slowest kernel of the profile, so its GEMM time includes work
-    that FP16 spends in elementwise kernels. Category ms from the summary's shares of 17.220 and 10.996 ms."""
-    fp16 = Breakdown(17.220, {"gemm": 11.882, "elementwise": 1.894, "attention": 1.550, "norm": 1.378, "other": 0.344})
-    fused = Breakdown(10.996, {"gemm": 7.477, "quantize": 1.869, "attention": 1.429, "other": 0.330},
-                      top=[("nvjet_sm90_qqhsq_128x128_128x6_2x1_v_bz_coopA_algo2_gelubias_TNT", 3.006),
-                           ("nvjet_sm90_qqhsh_256x128_128x4_2x1_v_bz_coopA_bias_TNT", 2.400)])  # fmt: skip
-    assert explain(fp16, fused).startswith(
-        "GEMMs 1.59x faster (3.006 ms of them with GELU in their epilogue) and 69% of the reference's time: 1.34x"
+def test_explain_reads_a_stored_h200_profile_with_a_gelu_epilogue() -> None:
+    """ViT-B at batch 64 on an H200, five profiles an engine (docs/measurements/2026-11-29-h200-fp8-fused-cublaslt.md):
+    fp8-fused's fc1 is one cuBLASLt kernel with the GELU in its epilogue, so its GEMM time includes work that FP16
+    spends in an elementwise kernel, and the line says how much. Inductor's kernels that name the op
+    (`..._linear_gelu_fp8_native_layer_norm_...`) are LayerNorm + quantize, not GEMMs."""
+    stored = json.loads((DATA / "h200-vit_base-b64-fp8-fused-kernels.json").read_text())["breakdowns"]
+    # Grouped again from the kernel times: the stored groups are those of the classifier that ran on the GPU.
+    fp16, fp8, fused = (of_profiles(stored[p]["profiles"], "cuda") for p in ("fp16", "fp8", "fp8-fused"))
+    assert explain(fp16, fp8) == (
+        "GEMMs 1.53x faster and 63% of the reference's time: 1.28x if nothing else changed; time outside GEMMs "
+        "+0.386 ms (quantize +1.658, elementwise -0.680, norm -0.573); profiled 1.18x"
     )
-    profiled = replace(fused, profiles=[{fused.top[0][0]: 3.0, fused.top[1][0]: 2.4}, {fused.top[0][0]: 3.2}])
-    assert epilogue_ms(profiled) == pytest.approx(3.1)  # the profiles' mean, where they are kept
-    assert "epilogue" not in explain(fp16, replace(fused, top=fused.top[1:]))
+    assert explain(fp16, fused) == (
+        "GEMMs 1.35x faster (0.965 ms of them with GELU in their epilogue) and 63% of the reference's time: 1.20x if "
+        "nothing else changed; time outside GEMMs -0.473 ms (quantize +0.797, elementwise -0.680, norm -0.571); "
+        "profiled 1.33x"
+    )
+    assert epilogue_ms(replace(fused, profiles=[])) == pytest.approx(0.965, abs=0.001)  # from the slowest kernels
+    assert "epilogue" not in explain(fp16, replace(fused, profiles=[], top=fused.top[:1]))
 
 
 @given(st.floats(0, 1), st.floats(0.01, 100))

@@ -21,11 +21,14 @@ from typing import Any
 # say "linear"; GEMM kernel names carry element types (e4m3, i8) but never quantiz/amax. Inductor names a
 # pointwise or reduction kernel after the ops it fused, so the static-scale quantize that feeds an FP8 GEMM reads
 # `triton_poi_fused__scaled_mm__to_copy_clamp_div_gelu_...`: a quantize (fused into GELU or LayerNorm), never a GEMM;
-# fp8-attn's Q, K, V quantize multiplies by its scale (`..._clamp_mul_...`).
+# fp8-attn's Q, K, V quantize multiplies by its scale (`..._clamp_mul_...`). The ops are listed in alphabetical
+# order, so another op may stand between clamp and div (`..._clamp_convolution_div_...`, the first LayerNorm's
+# quantize fused with the patch embedding). A Triton pointwise or reduction kernel is never a GEMM, whatever it fused.
 CATEGORIES: tuple[tuple[str, str], ...] = (
-    ("quantize", r"quantiz|amax|float8|^triton_(poi|per|red)_fused\w*(_scaled_mm|_int_mm|clamp_div|clamp_mul|round)"),
+    ("quantize", r"quantiz|amax|float8|^triton_(poi|per|red)_fused\w*(_scaled_mm|_int_mm|clamp\w*_(div|mul)_|round)"),
     ("attention", r"flash|fmha|attention|sdpa|softmax"),
-    ("gemm", r"gemm|matmul|_mm\b|_mm_|mm$|addmm|bmm|linear|cutlass|xmma|cublas|nvjet|conv"),
+    ("gemm", r"^(?!triton_(poi|per|red)_).*(gemm|matmul|_mm\b|_mm_|mm$|addmm|bmm|linear|cutlass|xmma|cublas|nvjet|"
+             r"conv)"),
     ("norm", r"norm"),
     ("elementwise", r"elementwise|vectorized|triton_poi|triton_per|triton_red|gelu|add|mul|copy|cat|clone"),
 )
