@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_vitperf.cli import main
+from pytest_vitperf.cli.floors import _merge
 from pytest_vitperf.verdicts.floors import FloorsFile, FloorsFileError, suggest
 from pytest_vitperf.verdicts.stats import Interval
 from tests.conftest import FAST
@@ -58,6 +59,26 @@ def test_floors_suggest_turns_runs_into_floors_the_next_run_judges_with(suite: p
     assert entries["bf16"]["provenance"] == bf16["provenance"]
     result = suite.runpytest(*FAST, "--vitperf-precisions=fp32,fp16,bf16", f"--vitperf-floors={out}")
     result.stdout.fnmatch_lines(["test_vit * bf16 * *x [[]*, *] * pass (floor *x)*"])
+
+
+def test_merging_floors_keeps_the_other_entries_as_they_were_written(tmp_path: Path) -> None:
+    """suites/floors.json keeps seed entries on three lines by hand; a merge replaces only its own entries' text."""
+    seed = ('{"gpu": "NVIDIA RTX PRO 6000 Blackwell*", "backend": "tensorrt", "version": "10.14.*",\n'
+            '     "model": "vit_base_patch16_224", "batch": 64, "precision": "nvfp4", "min_speedup": 1.55,\n'
+            '     "source": "seed 001"}')  # fmt: skip
+    old = {"gpu": "NVIDIA H200", "backend": "torch", "version": "2.11.*", "model": "vit_base_patch16_224",
+           "batch": 64, "precision": "fp8", "min_speedup": 1.111, "judged_in": "time", "source": "3 runs"}  # fmt: skip
+    path = tmp_path / "floors.json"
+    path.write_text('{\n  "schema": 1,\n  "floors": [\n    ' + seed + ",\n    " + json.dumps(old) + "\n  ]\n}\n")
+    new = [{**old, "min_speedup": 1.2}, {**old, "precision": "fp8-fused", "min_speedup": 1.246}]
+    _merge(path, new)
+    text = path.read_text()
+    assert text.startswith('{\n  "schema": 1,\n  "floors": [\n    ' + seed + ",\n    {\n")
+    assert text.endswith("\n  ]\n}\n")
+    assert json.loads(text)["floors"][1:] == new and '"min_speedup": 1.111' not in text
+    FloorsFile.load(path)
+    _merge(path, [])  # nothing to add: the file is as it was
+    assert path.read_text() == text
 
 
 def test_floors_suggest_wants_intervals_and_never_overwrites_a_broken_file(

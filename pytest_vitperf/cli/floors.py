@@ -123,24 +123,58 @@ def _suggest(args: argparse.Namespace) -> int:
     return 0
 
 
+def _key(e: dict[str, Any]) -> tuple[Any, ...]:
+    """What a floor entry is for: two entries with the same key are one floor."""
+    return (e["gpu"].lower(), e["backend"], e.get("version", "*"), e.get("model", "*"), e.get("batch", "*"),
+            e["precision"])  # fmt: skip
+
+
+def _entry_spans(text: str) -> tuple[int, int, list[tuple[int, int, dict[str, Any]]]]:
+    """In a floors file's text: where its "floors" array's entries begin and end, and each entry's span (with the
+    space before it) and value. The file was read by the floors reader, so it is one object of well-formed JSON."""
+    decoder, pos = json.JSONDecoder(), text.index("{") + 1
+
+    def skip(at: int, chars: str = " \t\r\n") -> int:
+        while at < len(text) and text[at] in chars:
+            at += 1
+        return at
+
+    while True:  # the top level's keys, until "floors"
+        name, pos = decoder.raw_decode(text, skip(pos))
+        pos = skip(skip(pos) + 1)  # past the colon
+        if name == "floors":
+            break
+        pos = skip(decoder.raw_decode(text, pos)[1], " \t\r\n,")
+    first = pos = pos + 1  # past the array's "["
+    spans = []
+    while text[skip(pos)] != "]":
+        value, end = decoder.raw_decode(text, skip(pos))
+        spans.append((pos, end, value))
+        pos = skip(end)
+        pos = pos + 1 if text[pos] == "," else pos
+    return first, (spans[-1][1] if spans else first), spans
+
+
 def _merge(path: Path, entries: list[dict[str, Any]]) -> None:
     """Put `entries` into the floors file at `path`, replacing those of the same GPU, backend, version, model,
-    batch and precision; the file is checked by the floors reader before and after."""
+    batch and precision. The other entries keep their text as it was written (hand-kept one-line entries too), and
+    the new ones take the indent of the first; the file is checked by the floors reader before and after."""
     from pytest_vitperf.core.files import write_atomic
     from pytest_vitperf.verdicts.floors import SCHEMA, FloorsFile
 
-    old: list[dict[str, Any]] = []
-    if path.exists():
-        FloorsFile.load(path)  # checked again: it may have changed while the runs were read
-        old = json.loads(path.read_text(encoding="utf-8"))["floors"]
-
-    def key(e: dict[str, Any]) -> tuple[Any, ...]:
-        return (e["gpu"].lower(), e["backend"], e.get("version", "*"), e.get("model", "*"), e.get("batch", "*"),
-                e["precision"])  # fmt: skip
-
-    new = {key(e) for e in entries}
-    doc = {"schema": SCHEMA, "floors": [e for e in old if key(e) not in new] + entries}
-    write_atomic(path, json.dumps(doc, indent=1) + "\n")
+    if not path.exists():
+        write_atomic(path, json.dumps({"schema": SCHEMA, "floors": entries}, indent=1) + "\n")
+        FloorsFile.load(path)
+        return
+    FloorsFile.load(path)  # checked again: it may have changed while the runs were read
+    text = path.read_text(encoding="utf-8")
+    first, last, spans = _entry_spans(text)
+    new = {_key(e) for e in entries}
+    kept = [text[start:end] for start, end, value in spans if _key(value) not in new]
+    lead = text[spans[0][0]:spans[0][1]] if spans else "\n  "
+    indent = lead[: len(lead) - len(lead.lstrip())].rpartition("\n")[2]
+    added = ["\n" + indent + json.dumps(e, indent=1).replace("\n", "\n" + indent) for e in entries]
+    write_atomic(path, text[:first] + ",".join(kept + added) + text[last:])
     FloorsFile.load(path)
 
 
