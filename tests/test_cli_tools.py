@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pytest_vitperf.cli import main
 from pytest_vitperf.cli.floors import _merge
@@ -79,6 +81,31 @@ def test_merging_floors_keeps_the_other_entries_as_they_were_written(tmp_path: P
     FloorsFile.load(path)
     _merge(path, [])  # nothing to add: the file is as it was
     assert path.read_text() == text
+
+
+_ENTRY = {"gpu": "NVIDIA H200", "backend": "torch", "version": "2.11.*", "model": "vit_base_patch16_224", "batch": 64,
+          "precision": "fp8", "min_speedup": 1.1, "judged_in": "time", "source": "3 runs"}  # fmt: skip
+_ENTRIES = st.lists(st.tuples(st.sampled_from(["fp8", "fp8-fused", "int8", "bf16"]), st.sampled_from([1, 64]),
+                              st.floats(1.0, 2.0)), max_size=5)  # fmt: skip
+
+
+@settings(max_examples=60, deadline=None)
+@given(old=_ENTRIES, new=_ENTRIES, indent=st.sampled_from([None, 1, 2, 4]))
+def test_a_merge_keeps_the_entries_it_does_not_replace_in_order(
+    tmp_path_factory: pytest.TempPathFactory, old: list, new: list, indent: int | None
+) -> None:
+    def entries(specs: list) -> list[dict]:
+        unique = {(p, b): {**_ENTRY, "precision": p, "batch": b, "min_speedup": round(f, 3)} for p, b, f in specs}
+        return list(unique.values())
+
+    before, added = entries(old), entries(new)
+    path = tmp_path_factory.mktemp("floors") / "floors.json"
+    path.write_text(json.dumps({"schema": 1, "floors": before}, indent=indent))
+    _merge(path, added)
+    replaced = {(e["precision"], e["batch"]) for e in added}
+    kept = [e for e in before if (e["precision"], e["batch"]) not in replaced]
+    assert json.loads(path.read_text())["floors"] == kept + added
+    FloorsFile.load(path)
 
 
 def test_floors_suggest_wants_intervals_and_never_overwrites_a_broken_file(
