@@ -61,10 +61,11 @@ _PLANS: dict[tuple[Any, ...], Any] = {}  # planned nvmath Matmuls by device, sha
 
 def unsupported(m: int, n: int, k: int) -> str | None:
     """Why nvmath-python's FP8 matmul refuses an [m, k] by [k, n] product, or None: it needs every dimension divisible
-    by 16 (a ViT's tokens times its batch, 197 at batch 1, is not)."""
+    by 16 (a ViT's tokens times its batch, 197 at batch 1, is not), where torch's `_scaled_mm` takes any M."""
     odd = [f"{name}={size}" for name, size in (("M", m), ("N", n), ("K", k)) if size % 16]
     verb = "is" if len(odd) == 1 else "are"
-    return f"FP8 GEMMs need M, N and K divisible by 16, and {' and '.join(odd)} {verb} not" if odd else None
+    why = f"nvmath-python's FP8 matmul needs M, N and K divisible by 16, and {' and '.join(odd)} {verb} not"
+    return why if odd else None
 
 
 @linear_gelu_fp8.register_kernel("cuda")
