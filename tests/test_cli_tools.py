@@ -81,6 +81,10 @@ def test_merging_floors_keeps_the_other_entries_as_they_were_written(tmp_path: P
     FloorsFile.load(path)
     _merge(path, [])  # nothing to add: the file is as it was
     assert path.read_text() == text
+    # A key given twice: JSON readers keep the last, and so does the merge.
+    path.write_text('{"schema": 1, "floors": [' + seed + '], "floors": [' + json.dumps(old) + "]}")
+    _merge(path, new[1:])
+    assert json.loads(path.read_text())["floors"] == [old, new[1]]
 
 
 _ENTRY = {"gpu": "NVIDIA H200", "backend": "torch", "version": "2.11.*", "model": "vit_base_patch16_224", "batch": 64,

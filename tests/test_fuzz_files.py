@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from pytest_vitperf.cli import main
 from pytest_vitperf.cli.ab import RUN_FILE, SideFailed, _begin
+from pytest_vitperf.cli.floors import _key, _merge
 from pytest_vitperf.core.errors import VitperfError
 from pytest_vitperf.core.files import FileError
 from pytest_vitperf.measure.measurement import read_benchmark_json
@@ -106,6 +107,27 @@ def test_baseline_files(tmp_path: Path, data: bytes) -> None:
 @given(data=mutations((REPO / "suites" / "floors.json").read_bytes()))
 def test_floors_files(tmp_path: Path, data: bytes) -> None:
     _check(tmp_path, "floors.json", data, FloorsFile.load, FileError)
+
+
+@FUZZ
+@given(data=mutations((REPO / "suites" / "floors.json").read_bytes()))
+def test_a_floors_merge_refuses_what_the_reader_refuses_and_keeps_the_rest(tmp_path: Path, data: bytes) -> None:
+    """`vitperf floors suggest --out` into a bad file: the reader's error, the file unchanged; into a file the reader
+    takes: the entries it does not replace as they were, then the new one."""
+    path = tmp_path / "floors.json"
+    path.write_bytes(data)
+    entry = {"gpu": "NVIDIA H200", "backend": "torch", "version": "2.11.*", "model": "vit_base_patch16_224",
+             "batch": 64, "precision": "fp8-fused", "min_speedup": 1.246, "source": "3 runs"}  # fmt: skip
+    try:
+        FloorsFile.load(path)
+    except FileError:
+        with pytest.raises(FileError):
+            _merge(path, [entry])
+        assert path.read_bytes() == data
+        return
+    _merge(path, [entry])
+    kept = [e for e in json.loads(data)["floors"] if _key(e) != _key(entry)]
+    assert json.dumps(json.loads(path.read_text())["floors"]) == json.dumps([*kept, entry])
 
 
 @FUZZ

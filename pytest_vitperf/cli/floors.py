@@ -139,13 +139,13 @@ def _entry_spans(text: str) -> tuple[int, int, list[tuple[int, int, dict[str, An
             at += 1
         return at
 
-    while True:  # the top level's keys, until "floors"
+    array = -1
+    while text[skip(pos)] != "}":  # the top level's keys: the last "floors" is the one a JSON reader keeps
         name, pos = decoder.raw_decode(text, skip(pos))
         pos = skip(skip(pos) + 1)  # past the colon
-        if name == "floors":
-            break
+        array = pos if name == "floors" else array
         pos = skip(decoder.raw_decode(text, pos)[1], " \t\r\n,")
-    first = pos = pos + 1  # past the array's "["
+    first = pos = array + 1  # past the array's "["
     spans = []
     while text[skip(pos)] != "]":
         value, end = decoder.raw_decode(text, skip(pos))
