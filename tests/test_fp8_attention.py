@@ -76,22 +76,30 @@ def test_the_op_is_registered_for_compile_and_fake_tensors() -> None:
     assert torch.equal(compiled(*args), sdpa_fp8(*args).float())
 
 
+def prepare_on_cpu(precision: str, model: Any = None, name: str = "vit_tiny_patch16_224", **settings: Any) -> Any:
+    """The torch backend's engine of `precision` for `model` (vit_tiny) on the CPU, batch 2."""
+    return TorchBackend().prepare(model or build_model("vit_tiny"), model_name=name, precision=precision, batch=2,
+                                  device=Device("test CPU"), settings=Settings(**settings))  # fmt: skip
+
+
+def computes_the_model_unlike_fp8(precision: str, note: str) -> Any:
+    """vit_tiny's engine of `precision`, once its summary says `note`, its output is the FP32 model's within 0.99 of
+    cosine, and it is not exactly fp8's: a recipe variant that changed what runs, not what is computed."""
+    fp32 = build_model("vit_tiny")
+    fp8, engine = prepare_on_cpu("fp8"), prepare_on_cpu(precision)
+    assert note in engine.describe()["quantization"]
+    with torch.no_grad():
+        reference = fp32(engine.inputs.float())
+    out = engine.output()
+    assert cosine(reference, out) > 0.99
+    assert not torch.equal(out, fp8.output())
+    return engine
+
+
 def test_fp8_attn_runs_attention_in_fp8_on_the_torch_backend() -> None:
     """vit_tiny: every block's attention takes E4M3 Q, K, V with Model Optimizer's calibrated scales, and feeds the
     output projection in E4M3. It computes what the model computes, and not what fp8 (attention in FP16) does."""
-    cpu, fp32 = Device("test CPU"), build_model("vit_tiny")
-
-    def prepare(precision: str) -> Any:
-        return TorchBackend().prepare(build_model("vit_tiny"), model_name="vit_tiny_patch16_224", precision=precision,
-                                      batch=2, device=cpu, settings=Settings())  # fmt: skip
-
-    fp8, attn = prepare("fp8"), prepare("fp8-attn")
-    assert "; attention in FP8 in 12 blocks (cuDNN)" in attn.describe()["quantization"]
-    with torch.no_grad():
-        reference = fp32(attn.inputs.float())
-    out = attn.output()
-    assert cosine(reference, out) > 0.99
-    assert not torch.equal(out, fp8.output())
+    attn = computes_the_model_unlike_fp8("fp8-attn", "; attention in FP8 in 12 blocks (cuDNN)")
     blocks = [m for m in attn.model.modules() if type(m).__name__ == "Fp8Attention"]
     assert len(blocks) == 12 and all(float(b.descale_q) > 0 and float(b.scale_o) > 0 for b in blocks)
 
@@ -101,9 +109,7 @@ def test_an_attention_with_norms_between_stays_in_fp16() -> None:
     from pytest_vitperf.engines.models import build_vit
 
     model = build_vit(img_size=32, patch_size=8, embed_dim=64, depth=1, num_heads=2, num_classes=16, qk_norm=True)
-    engine = TorchBackend().prepare(model, model_name="qk_norm_vit", precision="fp8-attn", batch=2,
-                                    device=Device("test CPU"), settings=Settings())  # fmt: skip
-    summary = engine.describe()["quantization"]
+    summary = prepare_on_cpu("fp8-attn", model, "qk_norm_vit").describe()["quantization"]
     assert "attention in FP8" not in summary
     assert "blocks.0.attn (attention kept in FP16: FP8 attention takes Q, K and V straight from qkv; it has " \
            "q_norm, k_norm)" in summary  # fmt: skip

@@ -11,13 +11,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_vitperf.core.settings import Settings
-from pytest_vitperf.engines.backends.torch import TorchBackend
 from pytest_vitperf.engines.fp8_attention import E4M3_MAX
 from pytest_vitperf.engines.fp8_mlp import linear_gelu_fp8, unsupported
-from pytest_vitperf.engines.models import build_model
-from pytest_vitperf.measure.env import Device
 from pytest_vitperf.numerics import cosine
+from tests.test_fp8_attention import computes_the_model_unlike_fp8, prepare_on_cpu
 
 
 def _inputs(m: int, k: int, n: int, seed: int, bias: bool = True) -> tuple[tuple[Any, ...], torch.Tensor]:
@@ -76,30 +73,18 @@ def test_the_op_is_registered_for_compile_and_fake_tensors() -> None:
     assert torch.equal(compiled(*args), linear_gelu_fp8(*args).float())
 
 
-def _prepare(precision: str, model: Any = None, name: str = "vit_tiny_patch16_224", **settings: Any) -> Any:
-    return TorchBackend().prepare(model or build_model("vit_tiny"), model_name=name, precision=precision, batch=2,
-                                  device=Device("test CPU"), settings=Settings(**settings))  # fmt: skip
-
-
 def test_fp8_fused_runs_each_mlps_gelu_in_its_first_gemm_on_the_torch_backend() -> None:
     """vit_tiny: every block's MLP feeds fc2 straight from fc1's fused op at fc2's input scale. It computes what the
     model computes, and not exactly what fp8 (GELU in its own kernel, exact erf) does."""
-    fp32 = build_model("vit_tiny")
-    fp8, fused = _prepare("fp8"), _prepare("fp8-fused")
-    assert "; GELU and fc2's quantize in fc1's GEMM in 12 MLPs (cuBLASLt)" in fused.describe()["quantization"]
-    with torch.no_grad():
-        reference = fp32(fused.inputs.float())
-    out = fused.output()
-    assert cosine(reference, out) > 0.99
-    assert not torch.equal(out, fp8.output())
+    fused = computes_the_model_unlike_fp8("fp8-fused", "; GELU and fc2's quantize in fc1's GEMM in 12 MLPs (cuBLASLt)")
     mlps = [m for m in fused.model.modules() if type(m).__name__ == "Fp8GeluMlp"]
     assert len(mlps) == 12 and all(float(m.scale_out) == pytest.approx(1 / float(m.fc2.x_scale)) for m in mlps)
 
 
 def test_a_converted_fused_model_is_restored_from_the_cache(tmp_path: Any) -> None:
     """The swap is structural: the converted cache records the fused MLPs and restores them bit for bit."""
-    first = _prepare("fp8-fused", cache_dir=tmp_path)
-    again = _prepare("fp8-fused", cache_dir=tmp_path)
+    first = prepare_on_cpu("fp8-fused", cache_dir=tmp_path)
+    again = prepare_on_cpu("fp8-fused", cache_dir=tmp_path)
     assert list((tmp_path / "converted").glob("fp8-fused-*.pt"))
     assert again.describe()["quantization"] == first.describe()["quantization"]
     assert torch.equal(again.output(), first.output())
@@ -112,11 +97,11 @@ def test_an_mlp_that_is_not_plain_gelu_stays_unfused() -> None:
 
     model = build_vit(img_size=32, patch_size=8, embed_dim=64, depth=2, num_heads=2, num_classes=16,
                       act_layer=torch.nn.SiLU)  # fmt: skip
-    summary = _prepare("fp8-fused", model, "silu_vit").describe()["quantization"]
+    summary = prepare_on_cpu("fp8-fused", model, "silu_vit").describe()["quantization"]
     assert "in fc1's GEMM" not in summary
     assert "blocks.0.mlp (MLP not fused: cuBLASLt's epilogue applies GELU, and its activation is SiLU)" in summary
     model = build_vit(img_size=32, patch_size=8, embed_dim=64, depth=1, num_heads=2, num_classes=16,
                       scale_mlp_norm=True)  # fmt: skip
-    summary = _prepare("fp8-fused", model, "mlp_norm_vit").describe()["quantization"]
+    summary = prepare_on_cpu("fp8-fused", model, "mlp_norm_vit").describe()["quantization"]
     assert "blocks.0.mlp (MLP not fused: a LayerNorm sits between its activation and fc2)" in summary
 
