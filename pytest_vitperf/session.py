@@ -297,8 +297,8 @@ class VitperfSession:
     def round_plan(self) -> RoundPlan:
         s = self.settings
         warmup = s.warmup_ms if s.warmup_ms is not None else CPU_WARMUP_MS if self.device.sm is None else GPU_WARMUP_MS
-        return RoundPlan(rounds=s.rounds, agree=s.rounds_agree, slice_ms=s.slice_ms, warmup_ms=warmup,
-                         budget_s=s.round_budget_s, seed=self.seed, builds=s.builds)  # fmt: skip
+        return RoundPlan(rounds=s.rounds, agree=s.rounds_agree, first_look=s.first_look, slice_ms=s.slice_ms,
+                         warmup_ms=warmup, budget_s=s.round_budget_s, seed=self.seed, builds=s.builds)  # fmt: skip
 
     @property
     def verdict_confidence(self) -> float:

@@ -195,3 +195,40 @@ def test_bad_round_options_are_usage_errors(suite: pytest.Pytester, args: list[s
     result = suite.runpytest("--gpu-bench", *args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([message])
+
+
+@pytest.mark.parametrize(
+    ("floor", "args", "done", "looks"),
+    [
+        (0.5, (), 3, 1),  # settled at the early look: the family ends there
+        (1.0, ("--vitperf-confidence=0.999999",), 6, 2),  # unsettled: on to --vitperf-rounds, the second look
+        (None, (), 6, 1),  # no floor: nothing to look at, every round runs
+        (0.5, ("--vitperf-first-look=0",), 6, 1),  # no early look
+    ],
+)
+def test_a_family_whose_floors_are_settled_at_its_early_look_ends_there(
+    aa: pytest.Pytester, floor: float | None, args: tuple[str, ...], done: int, looks: int
+) -> None:
+    """--vitperf-first-look 3 of 6 rounds on an A/A pair: a floor at half its speed is settled after 3 rounds; one at
+    1.00 at a confidence no rounds reach is not; without a floor, or with no early look, all 6 run."""
+    if floor is not None:
+        floors(aa.path / "floors.json", "bf16-again", floor)
+    out = aa.path / "bench.json"
+    plan = ("--vitperf-rounds=6", "--vitperf-first-look=3", "--vitperf-round-budget-s=0")
+    result = aa.runpytest(*FAST, "--vitperf-precisions=bf16,bf16-again", *plan, *args, f"--benchmark-json={out}")
+    assert result.ret == 0
+    rounds = [b["options"]["rounds"] for b in json.loads(out.read_text())["benchmarks"]]
+    assert {(r["done"], r["looks"]) for r in rounds} == {(done, looks)}  # the plan is recorded with what it did
+
+
+def test_a_family_with_stored_baselines_takes_no_early_look(aa: pytest.Pytester) -> None:
+    """The baseline gate judges at a level that counts no looks: once a row has a stored baseline, the family runs
+    every round, though its floor is settled at the early look."""
+    floors(aa.path / "floors.json", "bf16-again", 0.5)
+    out = aa.path / "bench.json"
+    plan = ("--vitperf-rounds=6", "--vitperf-first-look=3", "--vitperf-round-budget-s=0")
+    args = ("--vitperf-precisions=bf16,bf16-again", *plan, f"--vitperf-baseline-dir={aa.path / 'bl'}",
+            f"--benchmark-json={out}")
+    for update, done in ((("--vitperf-update-baselines",), 3), ((), 6)):
+        assert aa.runpytest(*FAST, *args, *update).ret == 0
+        assert {b["options"]["rounds"]["done"] for b in json.loads(out.read_text())["benchmarks"]} == {done}

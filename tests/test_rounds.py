@@ -216,3 +216,24 @@ def test_stored_h100_families_at_batch_1_agree_after_three_rounds_and_lose_nothi
             width = math.log(three.high / three.low)
             assert width == pytest.approx(math.log(full.high / full.low), rel=0.02)
             assert three.estimate == pytest.approx(full.estimate, rel=2e-3)
+
+
+def test_the_early_look_at_stored_h100_batch_64_families_judges_as_all_their_rounds_do() -> None:
+    """FP8 against its H100 floor (1.124x at batch 64) in the stored main job's families: after the default early
+    look's 6 rounds, each family's interval judges as all its rounds did (the cold one's 20 clear the floor; the warm
+    one's 43 still straddled it, so it goes on), and its estimate lies within their interval."""
+    import json
+    from pathlib import Path
+
+    from pytest_vitperf.verdicts.builds import BuildSpread, nested_interval
+
+    data = json.loads((Path(__file__).parent / "data" / "h100-fp8-floor-rounds-2026-11-26.json").read_text())
+    early = RoundPlan().early_look()
+    assert early == 6
+    for name, settled in (("cold b64", True), ("warm b64", False)):
+        family, spread = data[name], BuildSpread(**data[name]["spread"])
+        full = nested_interval(family["fp16"], family["fp8"], spread, 0.9917)
+        look = nested_interval([b[:early] for b in family["fp16"]], [b[:early] for b in family["fp8"]], spread, 0.9917)
+        assert full is not None and look is not None
+        assert (look.low > 1.124) == (full.low > 1.124) == settled
+        assert full.low < look.estimate < full.high

@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 from pytest_vitperf.engines import INDUCTOR_PART, READY_PART, REPRODUCIBLE_PARTS
-from pytest_vitperf.options import BUILDS, COMPILE, ROUND_BUDGET_S, ROUNDS, ROUNDS_AGREE
+from pytest_vitperf.options import BUILDS, COMPILE, FIRST_LOOK, ROUND_BUDGET_S, ROUNDS, ROUNDS_AGREE
 
 # What a process measures of a family unless the suite says otherwise: one observation (its median); the spread a
 # verdict needs comes from processes, so the time goes to more of them. The suite's 20 rounds of 2 builds took 36 s
@@ -15,7 +15,8 @@ from pytest_vitperf.options import BUILDS, COMPILE, ROUND_BUDGET_S, ROUNDS, ROUN
 # that: its one observation is as good as its rounds are many (22 H200 processes, 2026-11-29). So a family stops
 # after 2 rounds once they agree, and runs up to 5 where they do not: batch 1 takes 2, batch 64 5, where both took 3.
 # The warm-up stays 2 s: after 1 s, batch 64's first round ran 0.8-1.6% faster than the next two.
-PROCESS_PLAN = (f"{BUILDS}=1", f"{ROUNDS}=5", f"{ROUNDS_AGREE}=0.1%", f"{ROUND_BUDGET_S}=0")
+# No early look at floors: every process of a side measures as much, whatever it reads.
+PROCESS_PLAN = (f"{BUILDS}=1", f"{ROUNDS}=5", f"{ROUNDS_AGREE}=0.1%", f"{FIRST_LOOK}=0", f"{ROUND_BUDGET_S}=0")
 
 
 def suite_args(pytest_args: list[str]) -> list[str]:

@@ -51,6 +51,7 @@ class Settings:
     share_devices: bool = False
     rounds: int = 20
     rounds_agree: float = 0.001  # above 0: rounds end once they agree this closely (measure.rounds.disagreement)
+    first_look: int = 6  # a family with floors ends after this many rounds where they are all settled; 0: never
     builds: int = 2
     slice_ms: float = 200.0
     round_budget_s: float = 60.0

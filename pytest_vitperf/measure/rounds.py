@@ -36,10 +36,12 @@ class RoundPlan:
     """How a family is measured: each precision built `builds` times, then `rounds` rounds, each engine a slice of
     about `slice_ms` per round (shared by a precision's builds), cut into `turns` turns that visit the engines in
     orders drawn from `seed`; before them, `warmup_ms` of the engines in turn. `budget_s`: the longest a family may
-    go on adding rounds to settle a verdict. With `agree`, rounds stop early once they agree (disagreement)."""
+    go on adding rounds to settle a verdict. With `agree`, rounds stop early once they agree (disagreement). With
+    `first_look`, a family with floors looks at them after that many rounds and ends there if they are all settled."""
 
     rounds: int = 20
     agree: float = 0.001  # above 0: `rounds` is the most, and they end after `fewest()` once they disagree this little
+    first_look: int = 6  # 0: the first look comes after `rounds`
     slice_ms: float = 200.0
     turns: int = 8
     builds: int = 2
@@ -54,6 +56,12 @@ class RoundPlan:
         """The rounds a plan with `agree` runs before they may end: two give a spread; with more than one build, a
         speedup's interval (widened by the builds' spread, builds.nested_interval) needs three."""
         return min(self.rounds, AGREED_AFTER + (self.builds > 1))
+
+    def early_look(self) -> int | None:
+        """The rounds after which a family with floors first looks at them, where that comes before `rounds`: never
+        before a speedup has an interval (`fewest` without `agree`)."""
+        at = max(self.first_look, AGREED_AFTER + (self.builds > 1))
+        return at if self.first_look and at < self.rounds else None
 
 
 def order(names: Sequence[str], seed: int, round_index: int) -> list[str]:

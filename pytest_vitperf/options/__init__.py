@@ -64,6 +64,7 @@ KERNELS = "--vitperf-kernels"
 SHARE_DEVICES = "--vitperf-share-devices"
 ROUNDS = "--vitperf-rounds"
 ROUNDS_AGREE = "--vitperf-rounds-agree"
+FIRST_LOOK = "--vitperf-first-look"
 BUILDS = "--vitperf-builds"
 SLICE_MS = "--vitperf-slice-ms"
 ROUND_BUDGET_S = "--vitperf-round-budget-s"
@@ -206,19 +207,11 @@ OPTIONS: tuple[_Option, ...] = (
         "the spread (sd of log latency) assumed between boards of one GPU model, added when a row's runs were made "
         "on another board (its GPU UUID differs), where the row is judged in cycles. Default: 0.02, from two H100s.",
     ),
-    _Option(
-        MAX_NOISE,
-        parse_threshold,
-        "REL",
-        "after the duration, keep sampling until the median's 95%% confidence half-width is at most this share of "
-        "the median (0.005 or 0.5%%), or until --vitperf-timeout-ms. Default: off (duration and iterations only).",
-    ),
-    _Option(
-        TIMEOUT_MS,
-        number(float, 0, "number of ms"),
-        "MS",
-        "the longest sampling time per benchmark with --vitperf-max-noise. Default: 15000.",
-    ),
+    _Option(MAX_NOISE, parse_threshold, "REL",
+            "after the duration, keep sampling until the median's 95%% confidence half-width is at most this share of "
+            "the median (0.005 or 0.5%%), or until --vitperf-timeout-ms. Default: off (duration and iterations only)."),
+    _Option(TIMEOUT_MS, number(float, 0, "number of ms"), "MS",
+            "the longest sampling time per benchmark with --vitperf-max-noise. Default: 15000."),
     _Option(
         ACCURACY_BOUND,
         parse_task_bound,
@@ -259,6 +252,11 @@ OPTIONS: tuple[_Option, ...] = (
         "power cap (an H200 at batch 1) the builds' spread sets the intervals, and 3 rounds gave them as 20 did. "
         "0: all its rounds. Default: 0.1%%.",
     ),
+    _Option(FIRST_LOOK, number(int, 0, "whole number"), "N",
+            "a family with floors looks at them after N rounds and ends there once every floor's interval is clear of "
+            "it (the look takes its share of the confidence), leaving its rows without a floor N rounds' intervals; "
+            "else its rounds go on to --vitperf-rounds. None where a row has a stored baseline. 0: no early look. "
+            "Default: 6."),
     _Option(
         BUILDS,
         number(int, 1, "whole number"),
@@ -278,7 +276,7 @@ OPTIONS: tuple[_Option, ...] = (
         ROUND_BUDGET_S,
         number(float, 0, "number of seconds"),
         "S",
-        "the longest a family may spend adding rounds (doubling them, twice at most) while a floor's interval "
+        "the longest a family may spend adding rounds (doubling them, to three looks in all) while a floor's interval "
         "still straddles the floor and more rounds could settle it (none where the spread between builds alone "
         "straddles it). Default: 60.",
     ),
