@@ -237,3 +237,30 @@ def test_the_early_look_at_stored_h100_batch_64_families_judges_as_all_their_rou
         assert full is not None and look is not None
         assert (look.low > 1.124) == (full.low > 1.124) == settled
         assert full.low < look.estimate < full.high
+
+
+def test_the_early_look_at_a_stored_h200_family_settles_its_three_floors_as_its_20_rounds_do() -> None:
+    """The H200 main job's batch-64 family (2026-11-29, 9 precisions, 2 builds, 20 rounds, no early look): after 6
+    rounds, FP8's, fp8-attn's and fp8-fused's intervals at the run's floor level (3 floors, 3 looks: 99.44%) already
+    clear their floors, as after 20; each 95% interval after 6 holds the 20 rounds' estimate, and is wider."""
+    import json
+    from pathlib import Path
+
+    from pytest_vitperf.verdicts.builds import build_spread, nested_interval
+    from pytest_vitperf.verdicts.stats import family_wise
+
+    family = json.loads((Path(__file__).parent / "data" / "h200-floor-rounds-2026-11-29.json").read_text())["family"]
+    level = family_wise(0.95, 3 * 3)
+    looks = {}
+    for k in (RoundPlan().early_look(), 20):
+        cut = {p: [b[:k] for b in builds] for p, builds in family.items()}
+        spread = build_spread(list(cut.values()))
+        for p, floor in (("fp8", 1.111), ("fp8-attn", 1.021), ("fp8-fused", 1.246)):
+            judged = nested_interval(cut["fp16"], cut[p], spread, level)
+            assert judged is not None and judged.low > floor, (k, p)
+            shown = nested_interval(cut["fp16"], cut[p], spread, 0.95)
+            assert shown is not None
+            looks[k, p] = shown
+    for p in ("fp8", "fp8-attn", "fp8-fused"):
+        early, full = looks[6, p], looks[20, p]
+        assert early.low < full.estimate < early.high and early.high / early.low > full.high / full.low
