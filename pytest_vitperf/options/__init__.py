@@ -255,8 +255,8 @@ OPTIONS: tuple[_Option, ...] = (
     _Option(FIRST_LOOK, number(int, 0, "whole number"), "N",
             "a family with floors looks at them after N rounds and ends there once every floor's interval is clear of "
             "it (the look takes its share of the confidence), leaving its rows without a floor N rounds' intervals; "
-            "else its rounds go on to --vitperf-rounds. None where a row has a stored baseline. 0: no early look. "
-            "Default: 6."),
+            "else its rounds go on to --vitperf-rounds, as they do where a row has a stored baseline. 0: no early "
+            "look. Default: 6."),
     _Option(
         BUILDS,
         number(int, 1, "whole number"),
