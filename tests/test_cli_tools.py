@@ -131,6 +131,26 @@ def test_floors_suggest_wants_intervals_and_never_overwrites_a_broken_file(
     assert "broken.json" in capsys.readouterr().err and broken.read_text() == '{"schema": 1, "floors": ['
 
 
+def test_floors_suggest_says_which_families_ended_at_their_early_look(
+    suite: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Floors made from families that ended at the early look would be lower than the rounds would make them: the
+    suggestion says so, and how to measure all the rounds."""
+    suite.makeconftest(CONFTEST)
+    entry = {"gpu": "*", "backend": "torch", "precision": "fp32", "min_speedup": 0.01, "judged_in": "time"}
+    floors = suite.path / "floors.json"
+    floors.write_text(json.dumps({"schema": 1, "floors": [entry]}))
+    for first_look, said in ((3, True), (0, False)):
+        run = suite.path / f"look{first_look}.json"
+        args = ("--vitperf-precisions=fp32,fp16", "--vitperf-rounds=6", f"--vitperf-first-look={first_look}",
+                f"--vitperf-floors={floors}", f"--benchmark-json={run}")  # fmt: skip
+        suite.runpytest(*FAST, *args).assert_outcomes(passed=2)
+        assert main(["floors", "suggest", str(run), "--regression", "3"]) == 0
+        err = capsys.readouterr().err
+        assert ("test_vit b1 in look3.json ended at the early look" in err) == said, err
+        assert ("--vitperf-first-look 0" in err) == said
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [

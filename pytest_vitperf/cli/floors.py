@@ -38,16 +38,21 @@ def _run_facts(path: Path) -> dict[str, Any]:
             "commit": commit.get("id", "")}  # fmt: skip
 
 
-def _intervals(paths: list[Path], confidence: float) -> dict[tuple[Any, ...], dict[str, list[Any]]]:
-    """(gpu, backend, version, model, batch, precision) -> unit -> one interval per run that measured it."""
+def _intervals(paths: list[Path], confidence: float) -> tuple[dict[tuple[Any, ...], dict[str, list[Any]]], list[str]]:
+    """(gpu, backend, version, model, batch, precision) -> unit -> one interval per run that measured it; and the
+    families that ended at their early look, whose intervals are the wider for it."""
     from pytest_vitperf.core.precision import PRECISIONS, get_precision
     from pytest_vitperf.engines.gemms import shape_of
     from pytest_vitperf.measure.measurement import read_benchmark_json
+    from pytest_vitperf.measure.rounds import ended_early
     from pytest_vitperf.verdicts.floors import CYCLES, TIME, speedup_interval
 
     found: dict[tuple[Any, ...], dict[str, list[Any]]] = defaultdict(lambda: defaultdict(list))
+    early: set[str] = set()
     for path in paths:
         ms = [m for m in read_benchmark_json(path) if shape_of(m.spec.options) is None]
+        early |= {f"{m.spec.model} b{m.spec.batch} in {path.name}" for m in ms
+                  if ended_early(m.spec.options.get("rounds") or {})}  # fmt: skip
         by_key = {(m.spec.key, m.spec.gpu_uuid): m for m in ms}
         for m in ms:
             s = m.spec
@@ -61,7 +66,7 @@ def _intervals(paths: list[Path], confidence: float) -> dict[tuple[Any, ...], di
                 interval = speedup_interval(ref, m, confidence, unit)
                 if interval is not None:
                     found[key][unit].append(interval)
-    return found
+    return found, sorted(early)
 
 
 def _unit(by_unit: dict[str, list[Any]], asked: str) -> str:
@@ -77,11 +82,15 @@ def _suggest(args: argparse.Namespace) -> int:
 
     if args.out is not None and args.out.exists():
         FloorsFile.load(args.out)  # a broken file is refused before any work, and never overwritten
-    found = _intervals(args.runs, args.confidence)
+    found, early = _intervals(args.runs, args.confidence)
     if not found:
         print("vitperf floors suggest: no speedup with an interval in these runs; measure in rounds with: "
               "pytest --gpu-bench suites/ --benchmark-json run.json", file=sys.stderr)  # fmt: skip
         return 1
+    if early:
+        print(f"vitperf floors suggest: {', '.join(early)} ended at the early look, on fewer rounds: their intervals "
+              "are wider and their floors lower than all the rounds would make them; measure again with: pytest "
+              "--gpu-bench suites/ --vitperf-first-look 0 --benchmark-json run.json", file=sys.stderr)  # fmt: skip
     runs = [_run_facts(p) for p in args.runs]
     # The whole command, so that an entry can be made again as it was.
     command = " ".join(["vitperf floors suggest", f"--regression {args.regression:g}", f"--unit {args.unit}",

@@ -20,7 +20,7 @@ import random
 import statistics
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from pytest_vitperf.core.errors import NotBuilt, VitperfError
@@ -62,6 +62,15 @@ class RoundPlan:
         before a speedup has an interval (`fewest` without `agree`)."""
         at = max(self.first_look, AGREED_AFTER + (self.builds > 1))
         return at if self.first_look and at < self.rounds else None
+
+
+def ended_early(recorded: Mapping[str, Any]) -> bool:
+    """Whether a family ended at its early look, from the rounds its measurements record (`options["rounds"]`): its
+    intervals then rest on those rounds, not on `rounds`."""
+    if "first_look" not in recorded:  # recorded before there was an early look
+        return False
+    plan = RoundPlan(**{f.name: recorded[f.name] for f in fields(RoundPlan) if f.name in recorded})
+    return recorded.get("looks") == 1 and recorded.get("done") == plan.early_look()
 
 
 def order(names: Sequence[str], seed: int, round_index: int) -> list[str]:
