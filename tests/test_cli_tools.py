@@ -134,8 +134,8 @@ def test_floors_suggest_wants_intervals_and_never_overwrites_a_broken_file(
 def test_floors_suggest_says_which_families_ended_at_their_early_look(
     suite: pytest.Pytester, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Floors made from families that ended at the early look would be lower than the rounds would make them: the
-    suggestion says so, and how to measure all the rounds."""
+    """Families that ended at the early look have wider intervals than all their rounds would give, and a floor
+    between them catches only a larger change: the suggestion says so, and how to measure all the rounds."""
     suite.makeconftest(CONFTEST)
     entry = {"gpu": "*", "backend": "torch", "precision": "fp32", "min_speedup": 0.01, "judged_in": "time"}
     floors = suite.path / "floors.json"

@@ -209,8 +209,10 @@ def test_bad_round_options_are_usage_errors(suite: pytest.Pytester, args: list[s
 def test_a_family_whose_floors_are_settled_at_its_early_look_ends_there(
     aa: pytest.Pytester, floor: float | None, args: tuple[str, ...], done: int, looks: int
 ) -> None:
-    """--vitperf-first-look 3 of 6 rounds on an A/A pair: a floor at half its speed is settled after 3 rounds; one at
-    1.00 at a confidence no rounds reach is not; without a floor, or with no early look, all 6 run."""
+    """--vitperf-first-look 3 of 6 rounds on an A/A pair whose engines cost a sleep (a busy CPU's own time moves by
+    more than half): a floor at half its speed is settled after 3 rounds; one at 1.00 at a confidence no rounds reach
+    is not; without a floor, or with no early look, all 6 run."""
+    aa.makeconftest(AGAIN + CONFTEST)
     if floor is not None:
         floors(aa.path / "floors.json", "bf16-again", floor)
     out = aa.path / "bench.json"
@@ -224,6 +226,7 @@ def test_a_family_whose_floors_are_settled_at_its_early_look_ends_there(
 def test_a_family_with_stored_baselines_takes_no_early_look(aa: pytest.Pytester) -> None:
     """The baseline gate judges at a level that counts no looks: once a row has a stored baseline, the family runs
     every round, though its floor is settled at the early look."""
+    aa.makeconftest(AGAIN + CONFTEST)
     floors(aa.path / "floors.json", "bf16-again", 0.5)
     out = aa.path / "bench.json"
     plan = ("--vitperf-rounds=6", "--vitperf-first-look=3", "--vitperf-round-budget-s=0")

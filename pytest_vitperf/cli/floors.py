@@ -89,8 +89,9 @@ def _suggest(args: argparse.Namespace) -> int:
         return 1
     if early:
         print(f"vitperf floors suggest: {', '.join(early)} ended at the early look, on fewer rounds: their intervals "
-              "are wider and their floors lower than all the rounds would make them; measure again with: pytest "
-              "--gpu-bench suites/ --vitperf-first-look 0 --benchmark-json run.json", file=sys.stderr)  # fmt: skip
+              "are wider than all the rounds would make them, and a floor is told from the change asked for less "
+              "often; measure again with: pytest --gpu-bench suites/ --vitperf-first-look 0 --benchmark-json run.json",
+              file=sys.stderr)  # fmt: skip
     runs = [_run_facts(p) for p in args.runs]
     # The whole command, so that an entry can be made again as it was.
     command = " ".join(["vitperf floors suggest", f"--regression {args.regression:g}", f"--unit {args.unit}",
