@@ -14,7 +14,16 @@ from hypothesis import strategies as st
 
 from pytest_vitperf.measure.clocks import ClockReading
 from pytest_vitperf.measure.measurement import Measurement, Spec
-from pytest_vitperf.measure.rounds import RoundPlan, Slices, disagreement, interleave, looks_ahead, order, warm_up
+from pytest_vitperf.measure.rounds import (
+    RoundPlan,
+    Slices,
+    disagreement,
+    ended_early,
+    interleave,
+    looks_ahead,
+    order,
+    warm_up,
+)
 from pytest_vitperf.verdicts.floors import CYCLES, Verdict, speedup_interval
 from pytest_vitperf.verdicts.stats import FAIL, INCONCLUSIVE, PASS
 
@@ -162,6 +171,17 @@ def test_the_looks_ahead_double_the_rounds_within_the_budget_and_the_looks_left(
     assert looks_ahead(20, 1, 1000) == [40, 80]  # two doublings after the first look
     assert looks_ahead(20, 1, 30) == [40, 50]  # the budget cuts the second
     assert looks_ahead(20, 2, 1000) == [40] and looks_ahead(20, 3, 1000) == [] and looks_ahead(20, 1, 0) == []
+
+
+def test_a_family_ended_early_where_its_one_look_came_at_the_early_look() -> None:
+    """From the rounds a measurement records: 6 of 20 rounds at one look is the early look; all 20, a second look, no
+    early look asked, or a record made before there was one, is not."""
+    plan = RoundPlan().to_dict()
+    assert ended_early({**plan, "done": 6, "looks": 1})
+    assert not ended_early({**plan, "done": 20, "looks": 1}) and not ended_early({**plan, "done": 6, "looks": 2})
+    assert not ended_early({**plan, "first_look": 0, "done": 6, "looks": 1})
+    assert not ended_early({k: v for k, v in plan.items() if k != "first_look"} | {"done": 6, "looks": 1})
+    assert not ended_early({**plan, "builds": 2, "done": 3, "looks": 1})  # agreed after 3 rounds
 
 
 def _slices(*rounds: list[float]) -> Slices:
