@@ -59,8 +59,8 @@ class RoundPlan:
 
     def early_look(self) -> int | None:
         """The rounds after which a family with floors first looks at them, where that comes before `rounds`: never
-        before a speedup has an interval (`fewest` without `agree`)."""
-        at = max(self.first_look, AGREED_AFTER + (self.builds > 1))
+        before a speedup has an interval (`fewest`)."""
+        at = max(self.first_look, self.fewest())
         return at if self.first_look and at < self.rounds else None
 
 
