@@ -61,7 +61,7 @@ def test_a_ready_engine_loads_in_a_fresh_process_without_tracing_and_gives_the_s
     saved.write_bytes(saved.read_bytes()[:100])  # truncated: said once, compiled again, written over whole
     third = _prepare(cache, tmp_path / "third.pt")
     assert third["info"]["ready"]["how"] == "compiled and saved", third  # type: ignore[index]
-    assert any("did not load" in str(w) for w in third["said"]), third  # type: ignore[union-attr]
+    assert any("of test_vit fp32 b2 did not load" in str(w) for w in third["said"]), third  # type: ignore[union-attr]
     assert saved.stat().st_size > 1000
 
 
@@ -85,6 +85,26 @@ def test_the_real_quant_linears_can_be_saved_inside_a_compiled_model(tmp_path: P
     assert again["ready"]["how"] == "loaded" and again["ready"]["sha256"] == facts["ready"]["sha256"], again
     with torch.inference_mode():
         assert torch.equal(loaded(x), y)
+
+
+def test_a_model_no_ready_engine_can_be_made_of_compiles_the_usual_way_and_the_warning_names_it(
+    tmp_path: Path,
+) -> None:
+    import torch
+
+    from pytest_vitperf.engines.ready import compiled
+
+    class Broken(torch.nn.Module):  # a graph break: the precompile takes one whole graph
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            torch._dynamo.graph_break()
+            return x * 2
+
+    x = torch.randn(3, 4)
+    with pytest.warns(UserWarning, match="no ready engine for vit_x fp16 b3 .*; compiled the usual way"):
+        engine, facts = compiled(Broken(), x, {}, tmp_path, ("fp16", 3), torch.no_grad, "vit_x fp16 b3")
+    assert facts["ready"]["how"] == "not made" and not list((tmp_path / "ready").glob("*.bin")), facts
+    with torch.inference_mode():
+        assert torch.equal(engine(x), x * 2)
 
 
 @pytest.mark.parametrize("part", ["inductor", "ready"])

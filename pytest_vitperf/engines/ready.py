@@ -46,17 +46,19 @@ def key(model: torch.nn.Module, *facts: object) -> str:
 
 def compiled(
     model: torch.nn.Module, x: torch.Tensor, how: dict[str, Any], cache_dir: Path | None, facts: tuple[object, ...],
-    compiling: Callable[[], contextlib.AbstractContextManager[object]],
+    compiling: Callable[[], contextlib.AbstractContextManager[object]], label: str = "",
 ) -> tuple[Any, dict[str, Any]]:  # fmt: skip
     """`model` compiled with torch.compile's arguments `how` (mode, options) for input `x` (static shapes, inference
     mode): loaded from the cache folder where an earlier process saved it, else compiled now and saved there, each
     inside a fresh `compiling()` (the cache folder's Inductor part). Also what happened, for the engine's facts: the
-    artifact's hash (the same in every process that loads it) and the seconds it took."""
+    artifact's hash (the same in every process that loads it) and the seconds it took. `label` names the engine in
+    what is said (its model, precision and batch)."""
     import torch
 
     from pytest_vitperf.engines import READY_PART
 
     start = time.perf_counter()
+    what = label or type(model).__name__
     name = f"{key(model, json.dumps(how, sort_keys=True), *facts)}.bin"
     path = None if cache_dir is None else cache_dir / READY_PART / name
     if path is not None and path.exists():
@@ -72,7 +74,7 @@ def compiled(
         except torch.cuda.OutOfMemoryError:
             raise  # the backend says it in one line; compiling instead would only run out again
         except Exception as exc:  # an artifact of another torch, or truncated: compiled again and written over
-            _say(f"the ready engine {path.name} did not load ({_reason(exc)}); compiling it again")
+            _say(f"the ready engine {path.name} of {what} did not load ({_reason(exc)}); compiling it again")
     try:
         from torch._dynamo.aot_compile import ModelInput
 
@@ -86,7 +88,7 @@ def compiled(
     except torch.cuda.OutOfMemoryError:
         raise
     except Exception as exc:  # a model with a graph break, or a torch without the precompile: the usual compile
-        _say(f"no ready engine for {type(model).__name__} ({_reason(exc)}); compiled the usual way")
+        _say(f"no ready engine for {what} ({_reason(exc)}); compiled the usual way")
         return torch.compile(model, dynamic=False, **how), {"ready": {"how": "not made", "why": _reason(exc)}}
     if path is not None:
         from pytest_vitperf.core.files import write_atomic

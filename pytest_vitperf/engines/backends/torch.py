@@ -321,9 +321,9 @@ class TorchBackend:
             from pytest_vitperf.engines.ready import compiled
 
             facts = (precision, batch, dtype, dev.type, device.name, compile_mode)
-            how = _COMPILE_ARGS[compile_mode]
+            how, label = _COMPILE_ARGS[compile_mode], f"{model_name} {precision} b{batch}"
             with laps("compile"):
-                model, made = compiled(model, x, how, settings.cache_dir, facts, lambda: _compiling(settings))
+                model, made = compiled(model, x, how, settings.cache_dir, facts, lambda: _compiling(settings), label)
             info.update(made)
         # What is left to compile (a model that no ready engine could be made of) happens on the first calls below.
         budget = _compiling(settings) if compile_mode != "off" else contextlib.nullcontext()
