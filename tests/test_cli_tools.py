@@ -151,6 +151,30 @@ def test_floors_suggest_says_which_families_ended_at_their_early_look(
         assert ("--vitperf-first-look 0" in err) == said
 
 
+def test_floors_suggest_says_which_rows_ran_one_compile_in_every_run(
+    suite: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Runs that all ran the same compiled engines (a shared cache) hold no compile draw in their spread; the
+    suggestion says so, and how to give each run its own. Runs whose engines differ, or that ran none, say nothing."""
+    run = suite.path / "run.json"
+    suite.runpytest(*FAST, "--vitperf-precisions=fp16,bf16", f"--benchmark-json={run}").assert_outcomes(passed=2)
+    doc = json.loads(run.read_text())
+
+    def with_engines(name: str, hashes: dict[str, str]) -> str:
+        for b in doc["benchmarks"]:
+            b.setdefault("options", {})["ready"] = {"how": "loaded", "sha256": hashes[b["params"]["precision"]]}
+        (suite.path / name).write_text(json.dumps(doc))
+        return str(suite.path / name)
+
+    shared = [with_engines(f"r{i}.json", {"fp16": "aa01", "bf16": "bb01"}) for i in (1, 2)]
+    other = with_engines("r3.json", {"fp16": "aa01", "bf16": "bb02"})  # another compile of bf16
+    for runs, said in ((shared, True), ([shared[0], other], False), ([str(run), str(run)], False)):
+        assert main(["floors", "suggest", *runs, "--regression", "3"]) == 0
+        err = capsys.readouterr().err
+        assert ("test_vit bf16 b1 ran the same compiled engines in every run" in err) == said, err
+        assert ("--vitperf-cache-dir c1" in err) == said
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [

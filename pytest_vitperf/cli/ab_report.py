@@ -38,6 +38,7 @@ def _rounds(work: Path) -> list[tuple[str, Path]]:
 def ready_engines(work: Path) -> dict[str, dict[str, list[str]]]:
     """Per side and row, the ready engines (engines/ready.py) its round processes ran, by hash: one a row when every
     round loaded what the side's prepare built."""
+    from pytest_vitperf.engines.ready import compiled_hash
     from pytest_vitperf.measure.measurement import BenchmarkJsonError, read_benchmark_json
 
     seen: dict[str, dict[str, set[str]]] = {}
@@ -47,10 +48,10 @@ def ready_engines(work: Path) -> dict[str, dict[str, list[str]]]:
         except BenchmarkJsonError:
             continue  # a round that wrote nothing was said when it ended
         for m in measured:
-            ready = m.spec.options.get("ready")
-            if isinstance(ready, dict) and ready.get("sha256"):
+            sha = compiled_hash(m.spec.options)
+            if sha is not None:
                 row = f"{m.spec.model} {m.spec.precision} b{m.spec.batch}"
-                seen.setdefault(side, {}).setdefault(row, set()).add(str(ready["sha256"]))
+                seen.setdefault(side, {}).setdefault(row, set()).add(sha)
     return {side: {row: sorted(h) for row, h in rows.items()} for side, rows in seen.items()}
 
 

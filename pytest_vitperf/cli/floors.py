@@ -38,16 +38,21 @@ def _run_facts(path: Path) -> dict[str, Any]:
             "commit": commit.get("id", "")}  # fmt: skip
 
 
-def _intervals(paths: list[Path], confidence: float) -> tuple[dict[tuple[Any, ...], dict[str, list[Any]]], list[str]]:
-    """(gpu, backend, version, model, batch, precision) -> unit -> one interval per run that measured it; and the
-    families that ended at their early look, whose intervals are the wider for it."""
+def _intervals(
+    paths: list[Path], confidence: float
+) -> tuple[dict[tuple[Any, ...], dict[str, list[Any]]], list[str], list[str]]:
+    """(gpu, backend, version, model, batch, precision) -> unit -> one interval per run that measured it; the
+    families that ended at their early look, whose intervals are the wider for it; and the rows whose two engines
+    were the same compiled ones in every run."""
     from pytest_vitperf.core.precision import PRECISIONS, get_precision
     from pytest_vitperf.engines.gemms import shape_of
+    from pytest_vitperf.engines.ready import compiled_hash
     from pytest_vitperf.measure.measurement import read_benchmark_json
     from pytest_vitperf.measure.rounds import ended_early
     from pytest_vitperf.verdicts.floors import CYCLES, TIME, speedup_interval
 
     found: dict[tuple[Any, ...], dict[str, list[Any]]] = defaultdict(lambda: defaultdict(list))
+    compiles: dict[str, list[tuple[str | None, str | None]]] = defaultdict(list)  # row -> each run's two engines
     early: set[str] = set()
     for path in paths:
         ms = [m for m in read_benchmark_json(path) if shape_of(m.spec.options) is None]
@@ -62,11 +67,15 @@ def _intervals(paths: list[Path], confidence: float) -> tuple[dict[tuple[Any, ..
             if ref is None:
                 continue
             key = (s.device, s.backend, _version_glob(s.backend_version), s.model, s.batch, s.precision)
+            compiles[f"{s.model} {s.precision} b{s.batch}"].append((compiled_hash(ref.spec.options),
+                                                                   compiled_hash(s.options)))  # fmt: skip
             for unit in (TIME, CYCLES):
                 interval = speedup_interval(ref, m, confidence, unit)
                 if interval is not None:
                     found[key][unit].append(interval)
-    return found, sorted(early)
+    # The same compiled engines in every run: one compile, whose kernels every run shares.
+    one = sorted(row for row, seen in compiles.items() if len(seen) > 1 and None not in seen[0] and len(set(seen)) == 1)
+    return found, sorted(early), one
 
 
 def _unit(by_unit: dict[str, list[Any]], asked: str) -> str:
@@ -82,7 +91,7 @@ def _suggest(args: argparse.Namespace) -> int:
 
     if args.out is not None and args.out.exists():
         FloorsFile.load(args.out)  # a broken file is refused before any work, and never overwritten
-    found, early = _intervals(args.runs, args.confidence)
+    found, early, one_compile = _intervals(args.runs, args.confidence)
     if not found:
         print("vitperf floors suggest: no speedup with an interval in these runs; measure in rounds with: "
               "pytest --gpu-bench suites/ --benchmark-json run.json", file=sys.stderr)  # fmt: skip
@@ -92,6 +101,11 @@ def _suggest(args: argparse.Namespace) -> int:
               "are wider than all the rounds would make them, and a floor is told from the change asked for less "
               "often; measure again with: pytest --gpu-bench suites/ --vitperf-first-look 0 --benchmark-json run.json",
               file=sys.stderr)  # fmt: skip
+    if one_compile:
+        print(f"vitperf floors suggest: {', '.join(one_compile)} ran the same compiled engines in every run, so the "
+              "runs' spread holds no compile draw; where compiles time their kernels (the default on a GPU), give "
+              "each run an empty cache folder of its own: pytest --gpu-bench suites/test_vit_latency.py "
+              "--vitperf-first-look 0 --vitperf-cache-dir c1 --benchmark-json run1.json", file=sys.stderr)  # fmt: skip
     runs = [_run_facts(p) for p in args.runs]
     # The whole command, so that an entry can be made again as it was.
     command = " ".join(["vitperf floors suggest", f"--regression {args.regression:g}", f"--unit {args.unit}",

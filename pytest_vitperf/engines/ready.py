@@ -22,7 +22,7 @@ import hashlib
 import json
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -95,6 +95,12 @@ def compiled(
 
         write_atomic(path, data)  # a failed write fails the run
     return _unchecked(engine, model), _facts("compiled and saved" if path is not None else "compiled", data, start)
+
+
+def compiled_hash(options: Mapping[str, Any]) -> str | None:
+    """The hash of the compiled engine that a measurement ran (its options' `ready`), or None where it ran none."""
+    ready = options.get("ready")
+    return str(ready["sha256"]) if isinstance(ready, dict) and ready.get("sha256") else None
 
 
 def _fresh(model: torch.nn.Module, how: dict[str, Any]) -> Any:
