@@ -262,14 +262,16 @@ def test_identical_runs_flag_a_matrix_at_most_at_the_false_alarm_rate_and_a_dete
 
 
 def test_reruns_of_one_real_measurement_are_flagged_at_most_at_the_false_alarm_rate() -> None:
-    """One real measurement dealt into 21 runs of 12 samples: the medians of the first 5 calibrate the row, the other
+    """A real measurement dealt into 21 runs of 12 samples: the medians of the first 5 calibrate the row, the other
     16 are gated at 5% for the matrix. Each block of 21 consecutive samples gives one to every run, in an order
     shuffled per block, so the machine's drift (the 2-core CI machine drifts by tens of percent between processes:
     docs/measurements/2026-11-21-cpu-run-to-run-drift.md) falls on every run alike and the runs are draws from one
-    distribution. One deal flags now and then by design (a 5% false-alarm rate), so the test deals the same samples
-    100 ways and bounds how many flag: on three pools of this machine, 1-7.5% of 200 deals did. (Dealt in a fixed
-    order, a drift within each block made the later runs slower than the calibrating ones, and a loaded CI run
-    flagged two rows.)"""
+    distribution. One deal flags now and then by design (a 5% false-alarm rate), so the test deals each measurement
+    100 ways and bounds the share that flag. The deals of one measurement share its samples, and measurements differ:
+    30 measurements of this machine (2026-11-29) flagged 0-15 of 100 deals each, 2.8% in all with test_vit and 6.4%
+    with vit_tiny, and one of vit_tiny in CI flagged 16. So the bound holds for the mean over four measurements, not
+    for one. (Dealt in a fixed order, a drift within each block made the later runs slower than the calibrating
+    ones, and a loaded CI run flagged two rows.)"""
     from pytest_vitperf.core.settings import Settings
     from pytest_vitperf.engines.backends.torch import TorchBackend
     from pytest_vitperf.engines.models import build_model
@@ -277,26 +279,29 @@ def test_reruns_of_one_real_measurement_are_flagged_at_most_at_the_false_alarm_r
     from pytest_vitperf.measure.timing import sample
 
     engine = TorchBackend().prepare(
-        build_model("vit_tiny"),
-        model_name="vit_tiny",
+        build_model("test_vit"),
+        model_name="test_vit",
         precision="fp32",
         batch=1,
         device=Device("cpu"),
         settings=Settings(),
     )
-    samples = sample(engine.launch, engine.clock, warmup_ms=100, duration_ms=0, min_iterations=21 * 12)
-    flagged = 0
-    for seed in range(100):
-        rng = random.Random(seed)
-        dealt: list[list[float]] = [[] for _ in range(21)]
-        for k in range(12):
-            for run, x in zip(rng.sample(range(21), 21), samples[21 * k : 21 * (k + 1)], strict=True):
-                dealt[run].append(x)
-        medians = [float(np.median(d)) for d in dealt]
-        b = with_runs(runs(*medians[:5]))
-        cs = [compare(b, m, gpu_uuid=UUID, level=0.05 / 16) for m in medians[5:]]
-        flagged += REGRESSION in [c.change for c in settle(cs) if c is not None]
-    assert flagged <= 15, f"{flagged} of 100 deals of identical runs flagged a regression"
+    rates = []
+    for _ in range(4):
+        samples = sample(engine.launch, engine.clock, warmup_ms=100, duration_ms=0, min_iterations=21 * 12)
+        flagged = 0
+        for seed in range(100):
+            rng = random.Random(seed)
+            dealt: list[list[float]] = [[] for _ in range(21)]
+            for k in range(12):
+                for run, x in zip(rng.sample(range(21), 21), samples[21 * k : 21 * (k + 1)], strict=True):
+                    dealt[run].append(x)
+            medians = [float(np.median(d)) for d in dealt]
+            b = with_runs(runs(*medians[:5]))
+            cs = [compare(b, m, gpu_uuid=UUID, level=0.05 / 16) for m in medians[5:]]
+            flagged += REGRESSION in [c.change for c in settle(cs) if c is not None]
+        rates.append(flagged / 100)
+    assert float(np.mean(rates)) <= 0.10, f"deals of identical runs flagged a regression at rates {rates}"
 
 
 def test_a_prior_from_the_matrix_lets_a_row_of_three_runs_see_what_its_own_spread_cannot() -> None:
