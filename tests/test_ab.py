@@ -515,13 +515,15 @@ def test_vitperf_ab_finds_a_candidate_five_times_slower_and_explains_where_its_t
 
 
 # A side that stands in for pytest: it waits for its turn where asked, says when it starts, runs, is done with the
-# GPU (unless NODONE is set) and ends, and writes a real process's --benchmark-json (or fails with FAIL set).
+# GPU (unless NODONE is set) and ends, and writes a real process's --benchmark-json (or fails with FAIL set). Its turn
+# lasts 1 s: the processes started ahead must have said "start" before the next turn, and under a loaded CI a shell
+# once took longer than the 0.3 s this was before.
 SIDE_SCRIPT = """
 for a in "$@"; do case $a in --vitperf-wait-for=*) turn=${a#*=};; --vitperf-turn-done=*) done=${a#*=};;
   --benchmark-json=*) out=${a#*=};; esac; done
 echo $$ > pid-$SIDE; echo "start $SIDE" >> events
 if [ -n "$turn" ]; then while [ ! -f "$turn" ]; do sleep 0.05; done; fi
-echo "run $SIDE" >> events; sleep 0.3
+echo "run $SIDE" >> events; sleep 1
 if [ -n "$FAIL" ]; then exit 3; fi
 if [ -z "$NODONE" ]; then echo "done $SIDE" >> events; touch "$done"; fi
 sleep 0.6; cp "$DATA" "$out"; sleep 0.3; echo "end $SIDE" >> events
