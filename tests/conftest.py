@@ -99,3 +99,15 @@ def aa(suite: pytest.Pytester) -> pytest.Pytester:
 def shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A cache folder shared by the accuracy suite's runs of this test session: each recipe calibrates once."""
     return tmp_path_factory.mktemp("vitperf-cache")
+
+
+def with_ready_engines(src: Path, dst: Path, hashes: dict[str, str]) -> Path:
+    """`src`, a process's --benchmark-json, written to `dst` with each engine saying which ready engine it ran:
+    `hashes` by precision."""
+    import json
+
+    doc = json.loads(src.read_text())
+    for b in doc["benchmarks"]:
+        b.setdefault("options", {})["ready"] = {"how": "loaded", "sha256": hashes[b["params"]["precision"]]}
+    dst.write_text(json.dumps(doc))
+    return dst

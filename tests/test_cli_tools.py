@@ -15,7 +15,7 @@ from pytest_vitperf.cli import main
 from pytest_vitperf.cli.floors import _merge
 from pytest_vitperf.verdicts.floors import FloorsFile, FloorsFileError, suggest
 from pytest_vitperf.verdicts.stats import Interval
-from tests.conftest import FAST
+from tests.conftest import FAST, with_ready_engines
 from tests.test_baselines_workflow import CONFTEST
 
 H100_FP8_B64 = [(1.1452, 1.1625), (1.194, 1.2103), (1.1979, 1.2137)]  # docs/measurements, 2026-11-25
@@ -158,13 +158,9 @@ def test_floors_suggest_says_which_rows_ran_one_compile_in_every_run(
     suggestion says so, and how to give each run its own. Runs whose engines differ, or that ran none, say nothing."""
     run = suite.path / "run.json"
     suite.runpytest(*FAST, "--vitperf-precisions=fp16,bf16", f"--benchmark-json={run}").assert_outcomes(passed=2)
-    doc = json.loads(run.read_text())
 
     def with_engines(name: str, hashes: dict[str, str]) -> str:
-        for b in doc["benchmarks"]:
-            b.setdefault("options", {})["ready"] = {"how": "loaded", "sha256": hashes[b["params"]["precision"]]}
-        (suite.path / name).write_text(json.dumps(doc))
-        return str(suite.path / name)
+        return str(with_ready_engines(run, suite.path / name, hashes))
 
     shared = [with_engines(f"r{i}.json", {"fp16": "aa01", "bf16": "bb01"}) for i in (1, 2)]
     other = with_engines("r3.json", {"fp16": "aa01", "bf16": "bb02"})  # another compile of bf16

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import with_ready_engines
+
 PREPARE = """
 import json, sys, warnings
 from pathlib import Path
@@ -115,14 +117,6 @@ def test_vitperf_ab_rounds_borrow_compiled_engines_only_where_compiles_make_no_t
     assert part not in shared_parts(["--vitperf-compile=default"])
 
 
-def _round(src: Path, dst: Path, hashes: dict[str, str]) -> None:
-    """A stored H100 process's --benchmark-json, its engines saying which ready engine they ran."""
-    doc = json.loads(src.read_text())
-    for b in doc["benchmarks"]:
-        b.setdefault("options", {})["ready"] = {"how": "loaded", "sha256": hashes[b["params"]["precision"]]}
-    dst.write_text(json.dumps(doc))
-
-
 def test_vitperf_ab_says_whether_every_round_of_a_side_ran_the_one_build(tmp_path: Path) -> None:
     from pytest_vitperf.cli.ab_report import ready_engines, ready_line
 
@@ -130,11 +124,11 @@ def test_vitperf_ab_says_whether_every_round_of_a_side_ran_the_one_build(tmp_pat
     same = {"fp16": "aa01", "bf16": "bb01", "fp8": "cc01", "int8": "dd01"}
     for i in range(2):
         for side in "AB":
-            _round(src, tmp_path / f"round{i}-{side}.json", same)
+            with_ready_engines(src, tmp_path / f"round{i}-{side}.json", same)
     found = ready_engines(tmp_path)
     assert found["A"]["vit_base_patch16_224 fp8 b64"] == ["cc01"] and set(found) == {"A", "B"}
     assert ready_line(found) == ["", "Ready engines: every round of a side ran its side's one build of each of 8 rows"]
-    _round(src, tmp_path / "round1-B.json", {**same, "fp8": "cc02"})  # another build of FP8 on side B
+    with_ready_engines(src, tmp_path / "round1-B.json", {**same, "fp8": "cc02"})  # another build of FP8 on side B
     line = ready_line(ready_engines(tmp_path))[1]
     assert "vit_base_patch16_224 fp8 b1 on side B (2 builds)" in line and "side A" not in line
     assert ready_line({}) == []  # no round ran a ready engine: nothing said
