@@ -9,15 +9,17 @@ import json
 import math
 import os
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from pytest_vitperf.cli import main
-from pytest_vitperf.cli.ab import ENDED, SideFailed, _in_turn
 from pytest_vitperf.cli.ab_plan import PROCESS_PLAN, compile_mode, own_builds, shared_parts, suite_args
+from pytest_vitperf.cli.ab_turns import ENDED, SideFailed, in_turn
 from pytest_vitperf.engines import REPRODUCIBLE_PARTS
+from pytest_vitperf.measure.measurement import read_benchmark_json
 from pytest_vitperf.report.ab import github_action_benchmark, markdown
 from pytest_vitperf.verdicts.ab import (
     EXIT_SAME,
@@ -459,13 +461,13 @@ def test_vitperf_ab_finds_a_candidate_five_times_slower_and_explains_where_its_t
                  "--threshold", "100%", "--work-dir", str(work), "--json", str(out["json"]),
                  "--markdown", str(out["md"]), "--export", str(out["export"]), "--", *suite])  # fmt: skip
     assert code == EXIT_SLOWER, capsys.readouterr().err
-    # the two prepare processes ran at once; then the rounds one process at a time, ABBA BAAB: on a CPU, which is
-    # what it times, a process starts only once the one before it has ended (no turns); then the profiles
+    # the two prepare processes ran at once, and the first round's process started meanwhile but ran only after
+    # both had ended; then the rounds one process at a time, ABBA BAAB: on a CPU, which is what it times, a process
+    # starts only once the one before it has ended (no turns); then the profiles
     lines = events.read_text().split("\n")[:-1]
-    assert sorted(lines[:2]) == ["start A", "start B"] and sorted(lines[:6]) == sorted(
-        f"{e} {s}" for s in "AB" for e in ("start", "run", "end")
-    )
-    assert lines[6:24] == [f"{e} {s}" for s in "ABBABA" for e in ("start", "run", "end")]
+    assert sorted(lines[:3]) == ["start A", "start A", "start B"]
+    assert sorted(lines[3:7]) == sorted(f"{e} {s}" for s in "AB" for e in ("run", "end"))
+    assert lines[7:24] == ["run A", "end A", *(f"{e} {s}" for s in "BBABA" for e in ("start", "run", "end"))]
     assert sorted(lines[24:]) == sorted(f"{e} {s}" for s in "AB" for e in ("start", "run", "end"))
     explained = json.loads(out["json"].read_text())["explain"]
     row = explained["rows"]["test_vit fp32 b1"]
@@ -491,6 +493,9 @@ def test_vitperf_ab_finds_a_candidate_five_times_slower_and_explains_where_its_t
         ["ab-run.json", "explain-A.json", "explain-B.json"] + [f"prepare-{s}.json" for s in "AB"]
         + [f"round{i}-{s}.json" for i in range(3) for s in "AB"]
     )
+    # the prepares measured with no warm-up (ab_plan.PREPARE_PLAN, after the suite's); the rounds as the suite asked
+    warm = [read_benchmark_json(work / f"{n}.json")[0].spec.options["warmup_ms"] for n in ("prepare-A", "round0-A")]
+    assert warm == [0, 50]
     # each round's process compiled in a cache of its own, removed after it; the sides' prepared caches stay
     assert sorted(p.name for p in work.iterdir() if p.is_dir()) == ["cache-A", "cache-B"]
 
@@ -550,7 +555,7 @@ def test_each_process_starts_two_turns_early_and_runs_after_the_one_before_it(
     monkeypatch.chdir(tmp_path)
     commands, args = _script_sides(tmp_path, nodone=not says_done)
     tasks = [("round0", "A"), ("round0", "B"), ("round1", "B"), ("round1", "A")]
-    assert len(_in_turn(tasks, commands, tmp_path, args, dict(os.environ))) == 4
+    assert len(in_turn(tasks, commands, tmp_path, args, dict(os.environ))) == 4
     events = (tmp_path / "events").read_text().split("\n")[:-1]
     assert [e for e in events if e.startswith("run")] == [f"run {s}" for s in "ABBA"]
     starts, runs, dones, ends = ([i for i, e in enumerate(events) if e.startswith(kind)]
@@ -567,13 +572,42 @@ def test_each_process_starts_two_turns_early_and_runs_after_the_one_before_it(
         assert out.with_suffix(ENDED).stat().st_mtime - out.stat().st_mtime >= 0.25
 
 
+@pytest.mark.parametrize("overlap", [True, False], ids=["gpu", "cpu"])
+def test_the_first_process_starts_while_the_prepares_run_and_runs_after_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, overlap: bool
+) -> None:
+    """What comes first (the prepares) runs once the first process has started, which runs only after it has
+    returned; what it returns says whether the others start turns ahead (a GPU) or after the one before (a CPU)."""
+    monkeypatch.chdir(tmp_path)
+    commands, args = _script_sides(tmp_path)
+    events = tmp_path / "events"
+
+    def prepares() -> bool:
+        while "start A" not in (events.read_text() if events.exists() else ""):
+            time.sleep(0.05)  # the first process starts its interpreter meanwhile
+        time.sleep(0.5)
+        with events.open("a") as f:
+            f.write("prepared\n")
+        return overlap
+
+    tasks = [("round0", "A"), ("round0", "B"), ("round1", "B")]
+    assert len(in_turn(tasks, commands, tmp_path, args, dict(os.environ), prepares)) == 3
+    lines = events.read_text().split("\n")[:-1]
+    assert lines[:3] == ["start A", "prepared", "run A"]
+    if overlap:  # the next two started ahead, before the first one ended
+        assert lines.index("end A") > [i for i, e in enumerate(lines) if e.startswith("start")][2]
+    else:
+        assert lines[3:] == [f"{e} {s}" for s in ("A",) for e in ("done", "end")] + [
+            f"{e} {s}" for s in "BB" for e in ("start", "run", "done", "end")]
+
+
 def test_a_failed_turn_leaves_no_process_waiting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Side A's process fails while B's next one waits for its turn: the failure is reported and B's process is
     killed before its turn, its own build folder removed."""
     monkeypatch.chdir(tmp_path)
     commands, args = _script_sides(tmp_path, fail="A")
     with pytest.raises(SideFailed, match="side A's round0 process exited 3 and wrote no measurements"):
-        _in_turn([("round0", "A"), ("round0", "B")], commands, tmp_path, args, dict(os.environ))
+        in_turn([("round0", "A"), ("round0", "B")], commands, tmp_path, args, dict(os.environ))
     pid = int((tmp_path / "pid-B").read_text())
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)  # killed and reaped, not left waiting

@@ -21,7 +21,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pytest_vitperf.cli import main
-from pytest_vitperf.cli.ab import RUN_FILE, SideFailed, _begin
+from pytest_vitperf.cli.ab import RUN_FILE, _begin
+from pytest_vitperf.cli.ab_turns import SideFailed
 from pytest_vitperf.cli.floors import _key, _merge
 from pytest_vitperf.core.errors import VitperfError
 from pytest_vitperf.core.files import FileError

@@ -19,8 +19,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_vitperf.cli.ab import _again, _recorded, suite_args
+from pytest_vitperf.cli.ab import _recorded
+from pytest_vitperf.cli.ab_plan import suite_args
 from pytest_vitperf.cli.ab_report import report, two_states
+from pytest_vitperf.cli.ab_turns import again
 from pytest_vitperf.core import processes
 
 if TYPE_CHECKING:
@@ -68,7 +70,7 @@ def _rounds(folder: Path, count: int, args: argparse.Namespace) -> list[tuple[Pr
     for i in range(count):
         a, b = (_recorded(folder, f"round{i}", side, args, say=False) for side in "AB")
         if a is None or b is None:
-            raise RuntimeError(f"{folder}: round {i} is not whole; run again: {_again(args, resume=True)}")
+            raise RuntimeError(f"{folder}: round {i} is not whole; run again: {again(args, resume=True)}")
         out.append((a, b))
     return out
 
@@ -113,7 +115,7 @@ def split_over_gpus(commands: dict[str, list[str]], work: Path, args: argparse.N
             gpu_of.update(dict.fromkeys((name for name, _ in found), gpu))
     except processes.Interrupted as exc:
         print(f"vitperf ab: {exc}, and every process it started has ended. Each GPU's rounds are kept in {work}; "
-              f"resume with: {_again(args, resume=True)}", file=sys.stderr)  # fmt: skip
+              f"resume with: {again(args, resume=True)}", file=sys.stderr)  # fmt: skip
         return exc.code
     except RuntimeError as exc:
         print(f"vitperf ab: {exc}", file=sys.stderr)

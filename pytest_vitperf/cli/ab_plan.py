@@ -6,7 +6,16 @@ import shutil
 from pathlib import Path
 
 from pytest_vitperf.engines import INDUCTOR_PART, READY_PART, REPRODUCIBLE_PARTS
-from pytest_vitperf.options import BUILDS, COMPILE, FIRST_LOOK, ROUND_BUDGET_S, ROUNDS, ROUNDS_AGREE
+from pytest_vitperf.options import (
+    BUILDS,
+    COMPILE,
+    FIRST_LOOK,
+    ROUND_BUDGET_S,
+    ROUNDS,
+    ROUNDS_AGREE,
+    SLICE_MS,
+    WARMUP_MS,
+)
 
 # What a process measures of a family unless the suite says otherwise: one observation (its median); the spread a
 # verdict needs comes from processes, so the time goes to more of them. The suite's 20 rounds of 2 builds took 36 s
@@ -17,6 +26,10 @@ from pytest_vitperf.options import BUILDS, COMPILE, FIRST_LOOK, ROUND_BUDGET_S, 
 # The warm-up stays 2 s: after 1 s, batch 64's first round ran 0.8-1.6% faster than the next two.
 # No early look at floors: every process of a side measures as much, whatever it reads.
 PROCESS_PLAN = (f"{BUILDS}=1", f"{ROUNDS}=5", f"{ROUNDS_AGREE}=0.1%", f"{FIRST_LOOK}=0", f"{ROUND_BUDGET_S}=0")
+# What a prepare process measures, after the suite's own arguments: what it builds is what the rounds use, and of
+# its measurements only which clock timed them (a CPU run's) and which tests make each row (--explain) are read. Two
+# rounds of short slices with no warm-up: the two prepares measured a round's 9 s each, on one GPU at once.
+PREPARE_PLAN = (f"{ROUNDS}=2", f"{ROUNDS_AGREE}=0", f"{SLICE_MS}=10", f"{WARMUP_MS}=0")
 
 
 def suite_args(pytest_args: list[str]) -> list[str]:

@@ -11,8 +11,8 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_vitperf.cli.ab import ENDED
 from pytest_vitperf.cli.ab_plan import compile_mode, shared_parts
+from pytest_vitperf.cli.ab_turns import ENDED
 from pytest_vitperf.engines import INDUCTOR_PART, READY_PART
 
 if TYPE_CHECKING:

@@ -1,0 +1,175 @@
+"""`vitperf ab`'s processes: each started fresh, given the GPU in turn, ended with what it started, and read. A
+process starts AHEAD turns early and waits for its turn file (--vitperf-wait-for) doing CPU work only; it hands the
+GPU on once its last test has run (--vitperf-turn-done)."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, TYPE_CHECKING
+
+from pytest_vitperf.cli.ab_explain import LABEL
+from pytest_vitperf.cli.ab_plan import PREPARE_PLAN, own_builds, shared_parts, suite_args
+from pytest_vitperf.core import processes
+from pytest_vitperf.options import TURN_DONE, WAIT_FOR
+
+if TYPE_CHECKING:
+    from pytest_vitperf.verdicts.ab import Process
+
+ENDED = ".ended"  # beside a process's JSON: when it ended (ab_report.round_time)
+DONE = ".done"  # beside it: touched by the process once its last test has run (--vitperf-turn-done)
+
+
+class SideFailed(Exception):
+    pass
+
+
+@dataclass
+class Running:
+    """A started process of one side; `cache` is its own build folder (removed when it ends), else None."""
+
+    popen: subprocess.Popen[bytes]
+    log: IO[bytes]
+    cache: Path | None
+    out: Path  # its --benchmark-json
+
+
+def start(
+    cmd: list[str], side: str, label: str, work: Path, args: argparse.Namespace, env: dict[str, str],
+    turn: Path | None = None,
+) -> Running:  # fmt: skip
+    """A fresh process of `side`, its output kept in the work folder; with `turn`, it runs no test before that file
+    exists (--vitperf-wait-for). The prepare process (and with --reuse-compiles every process) uses the side's
+    cache, and measures only PREPARE_PLAN; otherwise a round's process builds in a cache of its own that borrows the
+    side's reproducible parts."""
+    own = label not in ("prepare", LABEL) and not args.reuse_compiles  # a profile process is never a timed round
+    cache = work / f"cache-{side}"
+    if own:
+        cache = own_builds(cache, work / f"cache-{side}-{label}", shared_parts(args.pytest_args))
+    waits = [f"{WAIT_FOR}={turn}"] if turn is not None else []
+    out = work / f"{label}-{side}.json"
+    full = [*cmd, "-m", "pytest", "--gpu-bench", "-p", "no:cacheprovider", "-q", f"--benchmark-json={out}",
+            f"--vitperf-cache-dir={cache}", f"{TURN_DONE}={out.with_suffix(DONE)}", *waits,
+            *suite_args(args.pytest_args), *(PREPARE_PLAN if label == "prepare" else ())]  # fmt: skip
+    log = (work / f"{label}-{side}.log").open("wb")
+    popen = processes.start(full, stdout=log, stderr=subprocess.STDOUT, env=env)
+    return Running(popen, log, cache if own else None, out)
+
+
+def end(r: Running, kill: bool = False) -> int:
+    """Wait for (or kill, with all it started) a process, then drop its own builds: they were its draw, never used
+    again. A killed process's JSON goes too: a --resume must not take what it wrote as it was ended for a round."""
+    try:
+        return processes.end(r.popen, kill=kill)
+    finally:
+        r.log.close()
+        if kill or (r.popen.returncode or 0) < 0:  # killed, by us or by a signal
+            r.out.unlink(missing_ok=True)
+        elif r.out.exists():  # when it ended, beside when it wrote its results: the time line's last part
+            r.out.with_suffix(ENDED).touch()
+        if r.cache is not None:
+            shutil.rmtree(r.cache, ignore_errors=True)
+
+
+def host_timed(work: Path) -> bool:
+    """Whether side A's prepare process timed on the host (a CPU run): the CPU is then what is measured."""
+    from pytest_vitperf.measure.measurement import read_benchmark_json
+    from pytest_vitperf.measure.timing import PerfCounterClock
+
+    return any(m.spec.timer == PerfCounterClock.name for m in read_benchmark_json(work / "prepare-A.json"))
+
+
+# How many processes wait for their turn while one runs. One turn ahead was enough while a turn took 20 s or more;
+# at 13 s (H200, 2026-11-29) the next process, which needs about 12 s before it can take its turn, was sometimes not
+# ready, and 15.4 s passed from one process's results to the next one's.
+AHEAD = 2
+
+
+def in_turn(
+    tasks: list[tuple[str, str]], commands: dict[str, list[str]], work: Path, args: argparse.Namespace,
+    env: dict[str, str], overlap: bool | Callable[[], bool] = True,
+) -> list[Process]:  # fmt: skip
+    """The processes of `tasks` ((label, side), in order), one at a time on the GPU. With `overlap`, each one
+    starts AHEAD turns early and waits for a turn file written once the one before it is done with the GPU (its last
+    test has run) or has ended: its interpreter, imports and FP32 models (CPU work, about 12 s on an H200) overlap
+    the others' runs, and its turn the other's reports and exit (about 4 s); it touches the GPU in its own turn.
+    Without, each starts once the one before it has ended (a CPU run times the CPU itself). `overlap` may be what
+    comes first (the prepares) and says whether they overlap: the first process starts its interpreter meanwhile,
+    and has its turn once that has returned."""
+    turns = [work / f"{label}-{side}.turn" for label, side in tasks]
+    for t in [*turns, *(work / f"{label}-{side}{DONE}" for label, side in tasks)]:
+        t.unlink(missing_ok=True)  # an earlier run's, cut off
+    started: list[Running] = []
+    done: list[Process] = []
+    try:
+        ahead = overlap
+        if callable(overlap):
+            with processes.held():
+                started += [start(commands[s], s, label, work, args, env, turns[0]) for label, s in tasks[:1]]
+            ahead = overlap()
+            if tasks:
+                turns[0].touch()
+        for k, (label, side) in enumerate(tasks):
+            with processes.held():
+                if len(started) == k:  # not started ahead
+                    started.append(start(commands[side], side, label, work, args, env))
+                while ahead and len(started) < min(len(tasks), k + 1 + AHEAD):
+                    j = len(started)
+                    nxt_label, nxt_side = tasks[j]
+                    started.append(start(commands[nxt_side], nxt_side, nxt_label, work, args, env, turns[j]))
+            nxt = turns[k + 1] if ahead and k + 1 < len(tasks) else None
+            early = nxt is not None and _done_with_gpu(started[k])
+            if nxt is not None and early:
+                nxt.touch()  # while it writes its results and exits
+            rc = end(started[k])
+            done.append(read(work, side, label, rc, args))
+            if nxt is not None and not early:
+                nxt.touch()  # it ended without saying it was done: only once it has results
+    finally:
+        for r in started[len(done) :]:
+            end(r, kill=True)  # a side failed, or we were interrupted: no process is left waiting for its turn
+    return done
+
+
+def _done_with_gpu(r: Running, poll_s: float = 0.05) -> bool:
+    """Whether the process touched its --vitperf-turn-done file, waited for until it did or ended."""
+    done = r.out.with_suffix(DONE)
+    while r.popen.poll() is None and not done.exists():
+        time.sleep(poll_s)
+    return done.exists()
+
+
+def read(work: Path, side: str, label: str, rc: int, args: argparse.Namespace, say: bool = True) -> Process:
+    """The rows of a process that exited `rc`, from the JSON it wrote in the work folder (`start` names it)."""
+    from pytest_vitperf.measure.measurement import BenchmarkJsonError, read_benchmark_json
+    from pytest_vitperf.verdicts.ab import Side
+
+    # 1: tests failed (a floor or a stored baseline); the measurements are still there
+    out, log = work / f"{label}-{side}.json", work / f"{label}-{side}.log"
+    try:
+        measured = read_benchmark_json(out) if rc in (0, 1) else []
+    except BenchmarkJsonError:
+        measured = []
+    if not measured:
+        raise SideFailed(f"side {side}'s {label} process exited {rc} and wrote no measurements; its output is in "
+                         f"{log}. Fix it, then run again: {again(args)}")  # fmt: skip
+    if say:
+        print(f"{label} {side}: {len(measured)} measurements", flush=True)
+    return {f"{m.spec.model} {m.spec.precision} b{m.spec.batch}": Side(m.median, m.sm_mhz) for m in measured}
+
+
+def again(args: argparse.Namespace, resume: bool = False) -> str:
+    """The command as given (with --resume if `resume`), to end a failure message with."""
+    opts = [f"--a {shlex.quote(args.a)}", f"--b {shlex.quote(args.b)}"]
+    opts += [f"--rounds {args.rounds}"] if args.rounds else []
+    opts += [f"--budget-s {args.budget_s:g}"] if getattr(args, "budget_s", 0) else []
+    opts += [f"--{k} {shlex.quote(getattr(args, k))}" for k in ("gpu", "gpus") if getattr(args, k, None)]
+    opts += [f"--work-dir {shlex.quote(str(args.work_dir))}"] if args.work_dir else []
+    opts += ["--reuse-compiles"] * bool(args.reuse_compiles) + ["--resume"] * bool(args.resume or resume)
+    return " ".join(["vitperf ab", *opts, "--", *map(shlex.quote, args.pytest_args)])
