@@ -22,10 +22,12 @@ from pytest_vitperf.options import (
 # of a 62 s turn (H200). Within a process, batch 1's rounds agreed to 0.04% and its processes differed by 0.2-0.3%;
 # batch 64's rounds differed by 1.0-1.6% (the clock wandering under the power cap) and its processes by no more than
 # that: its one observation is as good as its rounds are many (22 H200 processes, 2026-11-29). So a family stops
-# after 2 rounds once they agree, and runs up to 5 where they do not: batch 1 takes 2, batch 64 5, where both took 3.
+# after 2 rounds once they agree, and runs up to 10 where they do not. Slices of 100 ms: batch 64's 10 rounds time as
+# long as 5 of the suite's 200 ms did, and batch 1's 2 rounds half as long, which its spread allows.
 # The warm-up stays 2 s: after 1 s, batch 64's first round ran 0.8-1.6% faster than the next two.
 # No early look at floors: every process of a side measures as much, whatever it reads.
-PROCESS_PLAN = (f"{BUILDS}=1", f"{ROUNDS}=5", f"{ROUNDS_AGREE}=0.1%", f"{FIRST_LOOK}=0", f"{ROUND_BUDGET_S}=0")
+PROCESS_PLAN = (f"{BUILDS}=1", f"{ROUNDS}=10", f"{SLICE_MS}=100", f"{ROUNDS_AGREE}=0.1%", f"{FIRST_LOOK}=0",
+                f"{ROUND_BUDGET_S}=0")  # fmt: skip
 # What a prepare process measures, after the suite's own arguments: what it builds is what the rounds use, and of
 # its measurements only which clock timed them (a CPU run's) and which tests make each row (--explain) are read. Two
 # rounds of short slices with no warm-up: the two prepares measured a round's 9 s each, on one GPU at once.

@@ -162,25 +162,39 @@ def _copied(source: torch.nn.Module, dev: torch.device, dtype: torch.dtype | Non
 
 
 def _quantized(
-    model: torch.nn.Module, p: Precision, dtype: torch.dtype, dev: torch.device, settings: Settings
+    source: torch.nn.Module, p: Precision, dtype: torch.dtype, dev: torch.device, settings: Settings, laps: Laps
 ) -> tuple[torch.nn.Module, str]:
-    """`model` with its precision's real quantized (or 2:4 sparse) Linears, and what was converted; with a cache
-    directory a converted model is kept there and restored without Model Optimizer (`ConvertedCache`)."""
+    """`source` copied to `dev` with its precision's real quantized (or 2:4 sparse) Linears, and what was converted.
+    With a cache directory a converted model is kept there and restored without Model Optimizer
+    (`ConvertedCache`), onto a copy in `dtype`: the restore loads every tensor over it, and a copy in FP32, which
+    calibration takes, moved twice the bytes."""
+    import torch
+
     from pytest_vitperf.engines.realquant import ConvertedCache, convert, sparse24
     from pytest_vitperf.engines.recipes import apply
+    from pytest_vitperf.engines.reference import same_weights
 
     cache = None
     if settings.cache_dir is not None and not p.recipe.sparse24:  # a 2:4 weight is a tensor subclass
-        cache = ConvertedCache(settings.cache_dir / "converted", p.name, model, dtype, dev.type)
-    done = cache.restore(model, dtype, dev) if cache is not None else None
-    if done is None:
-        model = apply(p.recipe, model.to(dev).float().eval(), cache_dir=settings.cache_dir)  # our own copy
+        cache = ConvertedCache(settings.cache_dir / "converted", p.name, source, dtype, dev.type)
+    if cache is not None and cache.path.exists():
+        with laps("copy"):
+            model = _copied(source, dev, dtype)
+        with laps("convert"):
+            done = cache.restore(model, dtype, dev)
+        if done is not None:
+            return model, done.note_others(model).summary()
+    with laps("copy"):
+        model = _copied(source, dev, torch.float32)  # calibration takes FP32 weights
+        same_weights(source, model)
+    with laps("convert"):
+        model = apply(p.recipe, model, cache_dir=settings.cache_dir)  # our own copy
         # Both cast what they keep to `dtype`.
         r = p.recipe
         done = sparse24(model, dtype) if r.sparse24 else convert(model, p.weights, dtype, r.mha_fp8, r.mlp_fused)
         if cache is not None:
             cache.save(model, done)
-    return model.eval(), done.note_others(model).summary()  # converted, restored or sparse alike
+    return model.eval(), done.note_others(model).summary()  # converted or sparse alike
 
 
 def resolve_compile(mode: str, device: Device) -> str:
@@ -262,22 +276,19 @@ class TorchBackend:
     ) -> tuple[torch.nn.Module, str | None]:  # fmt: skip
         """`source` copied and converted to `p` on `dev` (its real-quant or 2:4 Linears, else cast), with what was
         converted; once per source, precision and device while an engine runs it, its batches sharing it."""
-        from pytest_vitperf.engines.reference import same_weights, weights_digest
+        from pytest_vitperf.engines.reference import weights_digest
 
         key = (model_name, weights_digest(source), p.name, str(dtype), str(dev))
         shared = self._converted.get(key)
         if shared is not None and batch not in self._batches[key]:
             self._batches[key].add(batch)
             return shared, self._notes[key]
-        converts = p.recipe.sparse24 or (p.weights in _REAL_QUANT and p.recipe.config is not None)
-        with laps("copy"):
-            model = _copied(source, dev, None if converts else dtype)  # calibration takes the FP32 weights
-            if converts:
-                same_weights(source, model)
         quantized = None
-        if converts:
-            with laps("convert"):
-                model, quantized = _quantized(model, p, dtype, dev, settings)
+        if p.recipe.sparse24 or (p.weights in _REAL_QUANT and p.recipe.config is not None):
+            model, quantized = _quantized(source, p, dtype, dev, settings, laps)
+        else:
+            with laps("copy"):
+                model = _copied(source, dev, dtype)
         if shared is None:  # another build of a batch that shares it gets its own
             self._converted[key], self._notes[key], self._batches[key] = model, quantized, {batch}
         return model, quantized
