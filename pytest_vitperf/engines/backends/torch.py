@@ -149,14 +149,15 @@ def _nbytes(t: torch.Tensor) -> int:
 
 def _copied(source: torch.nn.Module, dev: torch.device, dtype: torch.dtype | None) -> torch.nn.Module:
     """A deep copy of `source` (in eval mode) whose tensors are made on `dev`, floating ones in `dtype` (None: as
-    they are), as `.to()` would cast them. A deep copy on the host and then `.to()` copied the 344 MB of ViT-B's FP32
-    weights in host memory first: 1.4 s of four precisions' preparing, and 3.4 s beside a process that was exiting
-    (H200)."""
+    they are). A deep copy on the host and then `.to()` copied the 344 MB of ViT-B's FP32 weights in host memory
+    first: 1.4 s of four precisions' preparing, and 3.4 s beside a process that was exiting (H200). Each tensor is
+    cast where it lands: `.to(dev, dtype)` casts on the host before copying, 0.45 s for ViT-B in FP16, where its FP32
+    weights copied in 0.10 s (H200)."""
     import torch
 
     memo: dict[int, Any] = {}
     for t in (*source.parameters(), *source.buffers()):
-        new = t.detach().to(dev, dtype if t.is_floating_point() else None, copy=True)
+        new = t.detach().to(dev, copy=True).to(dtype if t.is_floating_point() else None)
         memo[id(t)] = torch.nn.Parameter(new, t.requires_grad) if isinstance(t, torch.nn.Parameter) else new
     return copy.deepcopy(source, memo).eval()
 
