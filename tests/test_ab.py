@@ -696,3 +696,23 @@ def test_rounds_that_end_once_they_agree_see_about_one_percent_at_batch_64_in_tw
         seen = [disagreement([first_two(v) for k, v in rows_.items() if k.endswith(f" {batch}")])
                 for rows_ in data["round_medians"].values()]  # fmt: skip
         assert low <= min(seen) and max(seen) <= high, batch
+
+
+def test_short_slices_see_under_one_percent_at_batch_64_and_find_one_percent_on_fp8_alone() -> None:
+    """H200, 2026-11-29, with PROCESS_PLAN's 100 ms slices (batch 1 ends after 2 rounds, batch 64 runs 10): both
+    12-round A/As flag nothing and can see at most 0.8% at batch 64 and 0.6% at batch 1; +1% on FP8 is SLOWER on
+    FP8's four rows and no other. Every batch-1 family agreed after 2 rounds; no batch-64 family did."""
+    data = json.loads((Path(__file__).parent / "data" / "ab" / "h200-ab-short-slices-2026-11-29.json").read_text())
+    runs = {run: [tuple({k: Side(*v) for k, v in side.items()} for side in pair) for pair in data[run]]
+            for run in ("aa", "aa_host_cast", "delay1")}  # fmt: skip
+    for run in ("aa", "aa_host_cast"):
+        rows = judge(pairs(runs[run]), threshold=0.005)
+        assert {r.verdict for r in rows} == {SAME}, run
+        assert max(r.detectable for r in rows if r.name.endswith(" b64")) < 0.0085
+        assert max(r.detectable for r in rows if r.name.endswith(" b1")) < 0.006
+    flagged = [r for r in judge(pairs(runs["delay1"]), threshold=0.005) if r.verdict == SLOWER]
+    assert {f"{r.name.split(' ', 1)[1]} {r.what}" for r in flagged} == {
+        f"fp8 b{b} {what}" for b in (1, 64) for what in (LATENCY, SPEEDUP)
+    }
+    done = {(k.rsplit(" ", 1)[1], len(v)) for process in data["round_medians"].values() for k, v in process.items()}
+    assert done == {("b1", 2), ("b64", 10)}
