@@ -145,17 +145,17 @@ def _run(
     --rounds, else a block, and then as many more as the budget pays for while rows are unknown or, without
     --rounds, its throughput rows cannot yet see twice the threshold (verdicts.ab.more_rounds): the looks taken, the
     rounds, and the rows judged."""
-    began_at = time.monotonic()
+    run_began = time.monotonic()
     looks = _begin(work, args)
     prepared = args.resume and all(_recorded(work, "prepare", s, args) for s in "AB")
-    began = 0.0
+    block_began = 0.0
 
     def prepare() -> None:  # before a block's rounds: the prepares the first time; the rounds are timed from then
-        nonlocal prepared, began
+        nonlocal prepared, block_began
         if not prepared:
             _prepare(commands, work, args, env)
             prepared = True
-        began = time.monotonic()
+        block_began = time.monotonic()
 
     rounds: list[tuple[Process, Process]] = []
     planned = args.rounds or BLOCK
@@ -163,13 +163,13 @@ def _run(
     while True:
         before = len(rounds)
         rounds += _rounds(before, order(planned)[before:], commands, work, args, env, prepare)
-        per_round = (time.monotonic() - began) / (len(rounds) - before)  # resumed ones cost nothing: a low guess
+        per_round = (time.monotonic() - block_began) / (len(rounds) - before)  # resumed ones cost nothing: a low guess
         looks += 1
         _write_run(work, args, looks)
         rows = judge(pairs(rounds), threshold=args.threshold, confidence=args.confidence, looks=looks,
                      two_states=families_in(other_states(rounds)))  # fmt: skip
         more = more_rounds(rows, len(rounds), looks, aim=aim, threshold=args.threshold, confidence=args.confidence,
-                           per_round_s=per_round, left_s=args.budget_s - (time.monotonic() - began_at))  # fmt: skip
+                           per_round_s=per_round, left_s=args.budget_s - (time.monotonic() - run_began))  # fmt: skip
         if not more:
             return looks, rounds, rows
         planned += more
@@ -232,26 +232,19 @@ def add(sub: Any) -> None:
                     help="seconds in which more rounds may run: while rows are unknown, and without --rounds, until "
                     "the largest batch's rows can see twice the threshold (0: none)")  # fmt: skip
     ab.add_argument("--threshold", type=parse_threshold, default=THRESHOLD, help="the practical threshold (0.5%%)")
-    ab.add_argument(
-        "--confidence",
-        type=float,
-        default=0.95,
-        help="1 - the rate of wrong SLOWER or FASTER over the matrix, and of a row beyond the threshold "
-        "called SAME (0.95)",
-    )
+    ab.add_argument("--confidence", type=float, default=0.95,
+                    help="1 - the rate of wrong SLOWER or FASTER over the matrix, and of a row beyond the threshold "
+                    "called SAME (0.95)")
     ab.add_argument("--gpu", help="the GPU both sides run on (CUDA_VISIBLE_DEVICES)")
     ab.add_argument("--gpus", help="all, or 0,1,...: the suite's units (families, other modules) split over these "
                     "GPUs, each running both sides' rounds for its own; one table, judged together")  # fmt: skip
     ab.add_argument("--work-dir", type=Path, help="caches, logs and each process's JSON (default: a new temp folder)")
     ab.add_argument("--resume", action="store_true",
                     help="continue the run in --work-dir: its caches and the rounds it finished are kept")  # fmt: skip
-    ab.add_argument(
-        "--reuse-compiles",
-        action="store_true",
-        help="rounds load every build of their side's prepare process, TensorRT plans and kernels "
-        "compiled with timed choices included: faster, but that one build's draw then sits in every "
-        "round of its side (an A/A read 2%% SLOWER so); by default a round's process builds those afresh",
-    )
+    ab.add_argument("--reuse-compiles", action="store_true",
+                    help="rounds load every build of their side's prepare process, TensorRT plans and kernels "
+                    "compiled with timed choices included: faster, but that one build's draw then sits in every "
+                    "round of its side (an A/A read 2%% SLOWER so); by default a round's process builds those afresh")
     ab.add_argument("--explain", action="store_true", help="after the rounds, profile each SLOWER or FASTER row once "
                     "more per side and show which kernels its time moved to")  # fmt: skip
     ab.add_argument("--explain-all", action="store_true", help="--explain for every row")
