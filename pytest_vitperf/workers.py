@@ -8,7 +8,6 @@ chosen by pytest-xdist's own scope scheduler; this module only says what a scope
 from __future__ import annotations
 
 import contextlib
-import gc
 import json
 import math
 import os
@@ -371,11 +370,6 @@ def ahead_of_turn(
         with contextlib.suppress(Exception):  # one that cannot be built says so where it always has, in one line
             build(name)
     built = time.perf_counter() - building
-    # What it holds now lives as long as the process: out of the collector's full passes, which would walk it in the
-    # turn. In 24 H200 round processes one engine's load a process took 0.5-0.8 s, the other seven 0.06-0.14 s,
-    # which one such pass would explain (0.27 s over the 560,000 objects of torch, timm and ViT-B on 2 CPU cores).
-    gc.collect()
-    gc.freeze()
     wait_for_turn(turn)
     return round(time.perf_counter() - start - built, 1), facts
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import json
 
 import pytest
@@ -295,12 +294,8 @@ def test_wait_for_runs_no_test_before_its_file_exists(suite: pytest.Pytester) ->
     turn = suite.path / "turn"
     timer = threading.Timer(2.0, turn.touch)
     timer.start()
-    gc.unfreeze()
     result = suite.runpytest(*FAST, "--vitperf-precisions=fp32", f"--vitperf-wait-for={turn.name}")
     timer.join()
-    frozen = gc.get_freeze_count()
-    gc.unfreeze()  # this process, which ran it, goes on
-    assert frozen > 0  # what it held before its turn is out of the collector's full passes
     result.assert_outcomes(passed=1)
     (line,) = [x for x in result.outlines if x.startswith("time: ") and "before its turn (imports, then waiting)" in x]
     assert float(line.split(" s before its turn")[0].rsplit(", ", 1)[1]) >= 1.5
@@ -326,7 +321,6 @@ def test_a_model_built_ahead_of_the_turn_is_built_again_once_a_collected_conftes
     )
     (pytester.path / "turn").touch()
     result = pytester.runpytest(*FAST, "--vitperf-precisions=fp32", "--vitperf-wait-for=turn", ".")
-    gc.unfreeze()  # this process ran it, and goes on
     result.assert_outcomes(passed=1)
     assert (pytester.path / "hooked").read_text() == "test_vit"
 
