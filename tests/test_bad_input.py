@@ -111,8 +111,9 @@ def _usage_error(tmp_path: Path, *args: str) -> str:
 def test_each_bad_path_is_one_line_before_anything_is_built(
     tmp_path: Path, make: str | None, option: str, message: str
 ) -> None:
-    if make is not None:
-        (tmp_path / make).write_bytes(os.urandom(64) if make.startswith("random") else b'{"schema": 1, "floors": [')
+    if make is not None:  # random bytes after a fixed start: a first byte 0x80 (1 in 256) reads as an old pickle's
+        junk = b"junk" + os.urandom(60)
+        (tmp_path / make).write_bytes(junk if make.startswith("random") else b'{"schema": 1, "floors": [')
     line = _usage_error(tmp_path, option.format(tmp_path))
     assert fnmatch.fnmatch(line, message), line
 
