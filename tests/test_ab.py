@@ -1,6 +1,6 @@
-"""`vitperf ab` (verdicts/ab.py, report/ab.py, cli/ab.py): the balanced order, the per-round ratios, the verdicts and
-their error rate on recorded rounds, the exit codes and the markdown; and the whole command on a CPU, with a
-candidate whose model sleeps five times as long per call."""
+"""`vitperf ab` (verdicts/ab.py, report/ab.py, cli/ab.py, cli/ab_turns.py): the balanced order, the per-round ratios,
+the verdicts and their error rate on recorded rounds, the exit codes and the markdown; and the whole command on a CPU,
+with a candidate whose model sleeps five times as long per call."""
 
 from __future__ import annotations
 
