@@ -101,13 +101,15 @@ def shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("vitperf-cache")
 
 
-def with_ready_engines(src: Path, dst: Path, hashes: dict[str, str]) -> Path:
+def with_ready_engines(src: Path, dst: Path, hashes: dict[str, str], seconds: dict[str, float] | None = None) -> Path:
     """`src`, a process's --benchmark-json, written to `dst` with each engine saying which ready engine it ran:
-    `hashes` by precision."""
+    `hashes` by precision, and with `seconds`, how long loading it took."""
     import json
 
     doc = json.loads(src.read_text())
     for b in doc["benchmarks"]:
-        b.setdefault("options", {})["ready"] = {"how": "loaded", "sha256": hashes[b["params"]["precision"]]}
+        p = b["params"]["precision"]
+        took = {"seconds": seconds[p]} if seconds is not None else {}
+        b.setdefault("options", {})["ready"] = {"how": "loaded", "sha256": hashes[p], **took}
     dst.write_text(json.dumps(doc))
     return dst

@@ -55,16 +55,36 @@ def ready_engines(work: Path) -> dict[str, dict[str, list[str]]]:
     return {side: {row: sorted(h) for row, h in rows.items()} for side, rows in seen.items()}
 
 
-def ready_line(ready: dict[str, dict[str, list[str]]]) -> list[str]:
-    """What the rounds ran, said under the table: nothing where no round ran a ready engine."""
+def load_times(work: Path) -> list[list[float]]:
+    """The seconds each round process took to load each of its ready engines (none where it compiled them)."""
+    from pytest_vitperf.measure.measurement import BenchmarkJsonError, read_benchmark_json
+
+    out = []
+    for _, path in _rounds(work):
+        try:
+            measured = read_benchmark_json(path)
+        except BenchmarkJsonError:
+            continue
+        ready = [m.spec.options.get("ready") for m in measured]
+        out.append([float(r["seconds"]) for r in ready if isinstance(r, dict) and r.get("how") == "loaded"
+                    and isinstance(r.get("seconds"), (int, float))])  # fmt: skip
+    return [p for p in out if p]
+
+
+def ready_line(ready: dict[str, dict[str, list[str]]], loads: Sequence[Sequence[float]] = ()) -> list[str]:
+    """What the rounds ran, said under the table, with how long a load took and each process's slowest (its first
+    load carries the process's one-time costs): nothing where no round ran a ready engine."""
     if not ready:
         return []
     apart = [f"{row} on side {side} ({len(h)} builds)" for side, rows in ready.items() for row, h in rows.items()
              if len(h) > 1]  # fmt: skip
+    every, slowest = [s for p in loads for s in p], [max(p) for p in loads if p]
+    took = (f"; a load took {statistics.median(every):.2f} s (median of {len(every)}), each process's slowest "
+            f"{min(slowest):.2f}-{max(slowest):.2f} s" if every else "")  # fmt: skip
     if apart:
-        return ["", f"Ready engines: the rounds ran more than one build of {', '.join(apart)}"]
+        return ["", f"Ready engines: the rounds ran more than one build of {', '.join(apart)}{took}"]
     rows = sorted({row for rows in ready.values() for row in rows})
-    return ["", f"Ready engines: every round of a side ran its side's one build of each of {len(rows)} rows"]
+    return ["", f"Ready engines: every round of a side ran its side's one build of each of {len(rows)} rows{took}"]
 
 
 def two_states(states: Mapping[tuple[int, str], list[str]], gpu: str | None = None) -> list[str]:
@@ -131,7 +151,7 @@ def report(rows: list[Row], device: str, rounds: int, looks: int, work: Path, ar
              "rounds": rounds, "looks": looks, "compile": compile_mode(args.pytest_args),
              "builds": _builds(args)}  # fmt: skip
     ready, times = ready_engines(work), round_time(work)
-    lines = markdown(rows, facts) + ready_line(ready) + (time_lines(times) if times else [])
+    lines = markdown(rows, facts) + ready_line(ready, load_times(work)) + (time_lines(times) if times else [])
     lines += ["", f"Not judged, their families run in two states (every row {STATE:.0%} or more one way from the "
               f"side's medians): {'; '.join(odd)}"] if odd else []  # fmt: skip
     lines += ["", *explanations(explained)] if explained else []
