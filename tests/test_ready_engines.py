@@ -125,18 +125,18 @@ def test_vitperf_ab_says_whether_every_round_of_a_side_ran_the_one_build(tmp_pat
     for i in range(2):
         for side in "AB":
             with_ready_engines(src, tmp_path / f"round{i}-{side}.json", same)
-    found = ready_engines(tmp_path)
+    found, _ = ready_engines(tmp_path)
     assert found["A"]["vit_base_patch16_224 fp8 b64"] == ["cc01"] and set(found) == {"A", "B"}
     assert ready_line(found) == ["", "Ready engines: every round of a side ran its side's one build of each of 8 rows"]
     with_ready_engines(src, tmp_path / "round1-B.json", {**same, "fp8": "cc02"})  # another build of FP8 on side B
-    line = ready_line(ready_engines(tmp_path))[1]
+    line = ready_line(ready_engines(tmp_path)[0])[1]
     assert "vit_base_patch16_224 fp8 b1 on side B (2 builds)" in line and "side A" not in line
     assert ready_line({}) == []  # no round ran a ready engine: nothing said
 
 
 def test_vitperf_ab_says_how_long_a_load_took_and_each_process_s_slowest(tmp_path: Path) -> None:
     """As on an H200 (2026-11-29): each process's first load took 0.56-0.81 s, the others about 0.09 s."""
-    from pytest_vitperf.cli.ab_report import load_times, ready_engines, ready_line
+    from pytest_vitperf.cli.ab_report import ready_engines, ready_line
 
     src = Path(__file__).parent / "data" / "h100-vit_base-rounds-benchmark.json"
     same = {"fp16": "aa01", "bf16": "bb01", "fp8": "cc01", "int8": "dd01"}
@@ -145,8 +145,8 @@ def test_vitperf_ab_says_how_long_a_load_took_and_each_process_s_slowest(tmp_pat
         with_ready_engines(src, tmp_path / f"round{i}-A.json", same, took)
     with_ready_engines(src, tmp_path / "round0-B.json", same)  # a process that says no time: left out
     (tmp_path / "round1-B.json").write_text('{"benchmarks": [')  # cut off: left out
-    loads = load_times(tmp_path)
+    ready, loads = ready_engines(tmp_path)
     assert sorted(len(p) for p in loads) == [8, 8]  # two engines (b1, b64) a precision
-    line = ready_line(ready_engines(tmp_path), loads)[1]
+    line = ready_line(ready, loads)[1]
     assert line.endswith("; a load took 0.09 s (median of 16), each process's slowest 0.56-0.81 s"), line
-    assert ready_line(ready_engines(tmp_path))[1].endswith("of each of 8 rows")  # no times: nothing said of them
+    assert ready_line(ready)[1].endswith("of each of 8 rows")  # no times: nothing said of them

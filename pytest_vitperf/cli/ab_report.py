@@ -35,40 +35,31 @@ def _rounds(work: Path) -> list[tuple[str, Path]]:
     return [(path.stem[-1], path) for path in sorted(work.rglob("round*-[AB].json"))]
 
 
-def ready_engines(work: Path) -> dict[str, dict[str, list[str]]]:
+def ready_engines(work: Path) -> tuple[dict[str, dict[str, list[str]]], list[list[float]]]:
     """Per side and row, the ready engines (engines/ready.py) its round processes ran, by hash: one a row when every
-    round loaded what the side's prepare built."""
+    round loaded what the side's prepare built; and the seconds each round process took to load each of them."""
     from pytest_vitperf.engines.ready import compiled_hash
     from pytest_vitperf.measure.measurement import BenchmarkJsonError, read_benchmark_json
 
     seen: dict[str, dict[str, set[str]]] = {}
+    loads = []
     for side, path in _rounds(work):
         try:
             measured = read_benchmark_json(path)
         except BenchmarkJsonError:
             continue  # a round that wrote nothing was said when it ended
+        took = []
         for m in measured:
             sha = compiled_hash(m.spec.options)
             if sha is not None:
                 row = f"{m.spec.model} {m.spec.precision} b{m.spec.batch}"
                 seen.setdefault(side, {}).setdefault(row, set()).add(sha)
-    return {side: {row: sorted(h) for row, h in rows.items()} for side, rows in seen.items()}
-
-
-def load_times(work: Path) -> list[list[float]]:
-    """The seconds each round process took to load each of its ready engines (none where it compiled them)."""
-    from pytest_vitperf.measure.measurement import BenchmarkJsonError, read_benchmark_json
-
-    out = []
-    for _, path in _rounds(work):
-        try:
-            measured = read_benchmark_json(path)
-        except BenchmarkJsonError:
-            continue
-        ready = [m.spec.options.get("ready") for m in measured]
-        out.append([float(r["seconds"]) for r in ready if isinstance(r, dict) and r.get("how") == "loaded"
-                    and isinstance(r.get("seconds"), (int, float))])  # fmt: skip
-    return [p for p in out if p]
+                seconds = m.spec.options["ready"].get("seconds")
+                if m.spec.options["ready"].get("how") == "loaded" and isinstance(seconds, (int, float)):
+                    took.append(float(seconds))
+        if took:
+            loads.append(took)
+    return {side: {row: sorted(h) for row, h in rows.items()} for side, rows in seen.items()}, loads
 
 
 def ready_line(ready: dict[str, dict[str, list[str]]], loads: Sequence[Sequence[float]] = ()) -> list[str]:
@@ -150,8 +141,8 @@ def report(rows: list[Row], device: str, rounds: int, looks: int, work: Path, ar
     facts = {"a": args.a, "b": args.b, "device": device, "threshold": args.threshold, "confidence": args.confidence,
              "rounds": rounds, "looks": looks, "compile": compile_mode(args.pytest_args),
              "builds": _builds(args)}  # fmt: skip
-    ready, times = ready_engines(work), round_time(work)
-    lines = markdown(rows, facts) + ready_line(ready, load_times(work)) + (time_lines(times) if times else [])
+    (ready, loads), times = ready_engines(work), round_time(work)
+    lines = markdown(rows, facts) + ready_line(ready, loads) + (time_lines(times) if times else [])
     lines += ["", f"Not judged, their families run in two states (every row {STATE:.0%} or more one way from the "
               f"side's medians): {'; '.join(odd)}"] if odd else []  # fmt: skip
     lines += ["", *explanations(explained)] if explained else []
