@@ -353,16 +353,19 @@ def ahead_of_turn(
     turn: Path, config: Any, models: tuple[str, ...] | None, build: Callable[[str], object]
 ) -> tuple[float, dict[str, Any] | None]:
     """What a process waiting for its `turn` file does first, on the CPU while another has the GPU: AHEAD_OF_TURN's
-    imports, pytest-benchmark's CPU probe (a subprocess of about 1.5 s on an H200), and `build` of the run's FP32
-    `models` (2.7 s of an H200 round's 21.7 s turn; where none are named, whether the defaults are a GPU's is asked of
-    the driver, which starts no context). Then it waits. Returns the seconds of the imports and the wait (the time
-    line counts the builds as start-up) and the probe's facts."""
+    imports, the hashes a first ready engine's load computes (ready.hash_ahead), pytest-benchmark's CPU probe (a
+    subprocess of about 1.5 s on an H200), and `build` of the run's FP32 `models` (2.7 s of an H200 round's 21.7 s
+    turn; where none are named, whether the defaults are a GPU's is asked of the driver, which starts no context).
+    Then it waits. Returns the seconds of the imports and the wait (the time line counts the builds as start-up) and
+    the probe's facts."""
     import torch
 
+    from pytest_vitperf.engines.ready import hash_ahead
     from pytest_vitperf.options.resolve import run_defaults
 
     start = time.perf_counter()
     import_ahead()
+    hash_ahead()
     hook = getattr(config.hook, "pytest_benchmark_generate_machine_info", None)
     facts = hook(config=config) if hook is not None else None
     building = time.perf_counter()
