@@ -11,7 +11,7 @@ import pytest
 
 from pytest_vitperf.cli import main
 from pytest_vitperf.measure.measurement import BenchmarkJsonError, Measurement, read_benchmark_json
-from pytest_vitperf.report.pictures import speedup_figure, tradeoff_points, write
+from pytest_vitperf.report.pictures import speedup_figure, tradeoff_figure, tradeoff_points, write
 from pytest_vitperf.verdicts.accuracy import task_accuracy
 from pytest_vitperf.verdicts.floors import speedup_interval
 from tests.conftest import FAST
@@ -112,5 +112,10 @@ def test_a_speedup_whose_medians_ratio_lies_outside_its_interval_is_drawn(tmp_pa
     fp8 = measured("fp8", [[2.0], [6.0], [6.02] * 5])  # pooled median 6.02; every round half as fast as FP16
     interval = speedup_interval(ref, fp8)
     assert interval is not None and not interval.low <= ref.median / fp8.median <= interval.high
-    path = speedup_figure(("vit_base_patch16_224", 64, "torch", None), [ref, fp8], {}, tmp_path / "s.png")
+    family = ("vit_base_patch16_224", 64, "torch", None)
+    path = speedup_figure(family, [ref, fp8], {}, tmp_path / "s.png")
+    assert path is not None and path.read_bytes()[:8] == PNG
+    # the trade-off's point too (matplotlib's error bars refuse a negative length)
+    off = replace(fp8, spec=replace(fp8.spec, options={**fp8.spec.options, "output_error": {"cosine": 0.99}}))
+    path = tradeoff_figure(family, [ref, off], tmp_path / "t.png")
     assert path is not None and path.read_bytes()[:8] == PNG

@@ -102,7 +102,7 @@ def hash_ahead() -> None:
     Inductor's own code. In an H200 round process they were 0.44 s and 0.22 s of its first load's 0.6-0.8 s, where
     the others took about 0.1 s (profiled). Only the CPU works, so a process waiting for its turn does it."""
     with contextlib.suppress(Exception):  # no Triton, or a torch without these private functions: the load does it
-        from triton.runtime.cache import triton_key
+        from torch._inductor.runtime.triton_compat import triton_key  # Triton's own, through torch
 
         triton_key()
     with contextlib.suppress(Exception):
