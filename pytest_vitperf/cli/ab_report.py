@@ -63,8 +63,9 @@ def ready_engines(work: Path) -> tuple[dict[str, dict[str, list[str]]], list[lis
 
 
 def ready_line(ready: dict[str, dict[str, list[str]]], loads: Sequence[Sequence[float]] = ()) -> list[str]:
-    """What the rounds ran, said under the table, with how long a load took and each process's slowest (its first
-    load carries the process's one-time costs): nothing where no round ran a ready engine."""
+    """What the rounds ran, said under the table, with how long a load took and each process's slowest (a one-time
+    cost lands on one load; ready.hash_ahead moves the known ones before the turn): nothing where no round ran a
+    ready engine."""
     if not ready:
         return []
     apart = [f"{row} on side {side} ({len(h)} builds)" for side, rows in ready.items() for row, h in rows.items()
