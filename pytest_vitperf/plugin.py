@@ -268,6 +268,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     from pytest_vitperf import outputs
 
     outputs.finish(session, get_session(session.config))
+    outputs.end_at_once(session, get_session(session.config))
 
 
 @pytest.hookimpl(optionalhook=True)

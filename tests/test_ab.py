@@ -572,33 +572,48 @@ def test_each_process_starts_two_turns_early_and_runs_after_the_one_before_it(
         assert out.with_suffix(ENDED).stat().st_mtime - out.stat().st_mtime >= 0.25
 
 
-@pytest.mark.parametrize("overlap", [True, False], ids=["gpu", "cpu"])
-def test_the_first_process_starts_while_the_prepares_run_and_runs_after_them(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, overlap: bool
+@pytest.mark.parametrize(("guess", "overlap"), [(False, True), (False, False), (True, True), (True, False)],
+                         ids=["gpu", "cpu", "gpu-guessed", "cpu-guessed-gpu"])  # fmt: skip
+def test_the_first_processes_start_while_the_prepares_run_and_run_after_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, guess: bool, overlap: bool
 ) -> None:
-    """What comes first (the prepares) runs once the first process has started, which runs only after it has
-    returned; what it returns says whether the others start turns ahead (a GPU) or after the one before (a CPU)."""
+    """What comes first (the prepares) runs once the first process has started (and, where a GPU is guessed, the
+    two after it), which runs only after it has returned; what it returns says whether the others start turns ahead
+    (a GPU) or after the one before (a CPU): the ones started on a wrong guess end unused, before the first runs."""
     monkeypatch.chdir(tmp_path)
     commands, args = _script_sides(tmp_path)
     events = tmp_path / "events"
+    first = 3 if guess else 1
 
     def prepares() -> bool:
-        while "start A" not in (events.read_text() if events.exists() else ""):
-            time.sleep(0.05)  # the first process starts its interpreter meanwhile
+        deadline = time.monotonic() + 30
+        while (events.read_text() if events.exists() else "").count("start") < first and time.monotonic() < deadline:
+            time.sleep(0.05)  # the first processes start their interpreters meanwhile
         time.sleep(0.5)
         with events.open("a") as f:
             f.write("prepared\n")
         return overlap
 
     tasks = [("round0", "A"), ("round0", "B"), ("round1", "B")]
-    assert len(in_turn(tasks, commands, tmp_path, args, dict(os.environ), prepares)) == 3
+    assert len(in_turn(tasks, commands, tmp_path, args, dict(os.environ), prepares, guess)) == 3
     lines = events.read_text().split("\n")[:-1]
-    assert lines[:3] == ["start A", "prepared", "run A"]
-    if overlap:  # the next two started ahead, before the first one ended
-        assert lines.index("end A") > [i for i, e in enumerate(lines) if e.startswith("start")][2]
+    assert sorted(lines[:first]) == ["start A", *["start B"] * (first - 1)]
+    assert lines[first : first + 2] == ["prepared", "run A"]
+    starts = [i for i, e in enumerate(lines) if e.startswith("start")]
+    if overlap:  # the next two started ahead, before the first one ended, and not again
+        assert len(starts) == 3 and lines.index("end A") > starts[2]
     else:
-        assert lines[3:] == [f"{e} {s}" for s in ("A",) for e in ("done", "end")] + [
+        assert lines[first + 2 :] == [f"{e} {s}" for s in ("A",) for e in ("done", "end")] + [
             f"{e} {s}" for s in "BB" for e in ("start", "run", "done", "end")]
+    assert not list(tmp_path.glob("cache-*-round*"))
+
+
+def test_a_gpu_is_guessed_where_nvml_counts_one_that_cuda_visible_devices_does_not_hide() -> None:
+    from pytest_vitperf.cli.ab_turns import gpu_likely
+    from pytest_vitperf.workers import host_gpu_count
+
+    assert not gpu_likely({"CUDA_VISIBLE_DEVICES": ""}) and not gpu_likely({"CUDA_VISIBLE_DEVICES": "-1"})
+    assert gpu_likely({}) == gpu_likely({"CUDA_VISIBLE_DEVICES": "0"}) == bool(host_gpu_count())
 
 
 def test_a_failed_turn_leaves_no_process_waiting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

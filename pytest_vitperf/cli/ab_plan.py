@@ -22,9 +22,10 @@ from pytest_vitperf.options import (
 # of a 62 s turn (H200). Within a process, batch 1's rounds agreed to 0.04% and its processes differed by 0.2-0.3%;
 # batch 64's rounds differed by 1.0-1.6% (the clock wandering under the power cap) and its processes by no more than
 # that: its one observation is as good as its rounds are many (22 H200 processes, 2026-11-29). So a family stops
-# after 2 rounds once they agree, and runs up to 10 where they do not. Slices of 100 ms: batch 64's 10 rounds time at
-# least as long as 5 of the suite's 200 ms did (a turn's launches round up: 5.3 s against 4.4 s on an H200), and
-# batch 1's 2 rounds half as long, which its spread allows.
+# after 2 rounds once they agree, and runs up to 10 where they do not. Slices of 100 ms: batch 64's 10 rounds time
+# about as long as 5 of the suite's 200 ms, and batch 1's 2 rounds half as long, which its spread allows. (Until
+# fce8755 a turn's launch count rounded up: batch 64 timed 5.3 s, not 4.4 s, on an H200, and its rows could see 0.6%
+# where 1% was asked.)
 # The warm-up stays 2 s: after 1 s, batch 64's first round ran 0.8-1.6% faster than the next two.
 # No early look at floors: every process of a side measures as much, whatever it reads.
 PROCESS_PLAN = (f"{BUILDS}=1", f"{ROUNDS}=10", f"{SLICE_MS}=100", f"{ROUNDS_AGREE}=0.1%", f"{FIRST_LOOK}=0",

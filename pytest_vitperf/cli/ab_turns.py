@@ -85,23 +85,33 @@ def host_timed(work: Path) -> bool:
     return any(m.spec.timer == PerfCounterClock.name for m in read_benchmark_json(work / "prepare-A.json"))
 
 
+def gpu_likely(env: dict[str, str]) -> bool:
+    """Whether the sides will time a GPU, guessed before the prepares say (host_timed): NVML counts one, and
+    CUDA_VISIBLE_DEVICES does not hide them all. A wrong guess costs only processes started early and ended unused."""
+    from pytest_vitperf.workers import host_gpu_count
+
+    return env.get("CUDA_VISIBLE_DEVICES", "0").strip() not in ("", "-1") and bool(host_gpu_count())
+
+
 # How many processes wait for their turn while one runs. One turn ahead was enough while a turn took 20 s or more;
 # at 13 s (H200, 2026-11-29) the next process, which needs about 12 s before it can take its turn, was sometimes not
-# ready, and 15.4 s passed from one process's results to the next one's.
+# ready, and 15.4 s passed from one process's results to the next one's. The two after the first start with the
+# prepares: started once those had ended, round 0's side B was ready 5.5 s after its turn came (H200, fce8755).
 AHEAD = 2
 
 
 def in_turn(
     tasks: list[tuple[str, str]], commands: dict[str, list[str]], work: Path, args: argparse.Namespace,
-    env: dict[str, str], overlap: bool | Callable[[], bool] = True,
+    env: dict[str, str], overlap: bool | Callable[[], bool] = True, guess: bool | None = None,
 ) -> list[Process]:  # fmt: skip
     """The processes of `tasks` ((label, side), in order), one at a time on the GPU. With `overlap`, each one
     starts AHEAD turns early and waits for a turn file written once the one before it is done with the GPU (its last
     test has run) or has ended: its interpreter, imports and FP32 models (CPU work, about 12 s on an H200) overlap
-    the others' runs, and its turn the other's reports and exit (about 4 s); it touches the GPU in its own turn.
-    Without, each starts once the one before it has ended (a CPU run times the CPU itself). `overlap` may be what
-    comes first (the prepares) and says whether they overlap: the first process starts its interpreter meanwhile,
-    and has its turn once that has returned."""
+    the others' runs, and its turn the other's reports and exit; it touches the GPU in its own turn. Without, each
+    starts once the one before it has ended (a CPU run times the CPU itself). `overlap` may be what comes first (the
+    prepares) and says whether they overlap: the first process starts meanwhile, and has its turn once that has
+    returned. So do the AHEAD after it where `guess` (default: gpu_likely) says they will overlap; they are ended
+    unused if not."""
     turns = [work / f"{label}-{side}.turn" for label, side in tasks]
     for t in [*turns, *(work / f"{label}-{side}{DONE}" for label, side in tasks)]:
         t.unlink(missing_ok=True)  # an earlier run's, cut off
@@ -110,9 +120,15 @@ def in_turn(
     try:
         ahead = overlap
         if callable(overlap):
+            first = 1 + AHEAD * (gpu_likely(env) if guess is None else guess)
             with processes.held():
-                started += [start(commands[s], s, label, work, args, env, turns[0]) for label, s in tasks[:1]]
+                started += [start(commands[s], s, label, work, args, env, turns[j])
+                            for j, (label, s) in enumerate(tasks[:first])]  # fmt: skip
             ahead = overlap()
+            if not ahead:  # a CPU run: none may import beside the one timed
+                for r in started[1:]:
+                    end(r, kill=True)
+                del started[1:]
             if tasks:
                 turns[0].touch()
         for k, (label, side) in enumerate(tasks):

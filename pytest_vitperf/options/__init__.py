@@ -308,7 +308,8 @@ OPTIONS: tuple[_Option, ...] = (
             "while the one before it runs). Default: none."),
     _Option(TURN_DONE, parse_path, "FILE",
             "touch FILE once the last test has run, before the reports and the exit: vitperf ab gives the GPU to "
-            "the next process then, while this one writes its results. Default: none."),
+            "the next process then, while this one writes its results; it then ends as soon as pytest returns, "
+            "without the exit handlers of what it imported. Default: none."),
     _Option(
         INJECT_DELAY,
         parse_delays,
