@@ -49,38 +49,38 @@ def finish(session: pytest.Session, vs: VitperfSession) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
-_LAST: dict[str, Any] = {}  # the last session of this process to finish, and whether it ends the process at once
-
-
 def end_at_once(session: pytest.Session, vs: VitperfSession) -> None:
     """A process that hands its turn on (--vitperf-turn-done: vitperf ab's) ends as soon as pytest returns, with its
     exit status, skipping the exit handlers of what it imported and Python's teardown: from its results to its end
     took 4.7-5.4 s a process on an H200, and the first round's turn and the run's end waited for it. What it started
-    is its process group's, which vitperf ab ends. Only the last session to finish decides: a run inside another
-    (pytester's) must not end its host. A run ended by a signal exits the usual way."""
+    is its process group's, which vitperf ab ends. A run inside another (pytester's, pytest.main's in a test) does
+    not: it must not end its host. Nor does a run ended by a signal."""
     import atexit
 
-    at_once = vs.settings.enabled and vs.settings.turn_done is not None and vs.signal is None
-    at_once &= not hasattr(session.config, "workerinput")
-    if at_once and not _LAST.get("registered"):
-        atexit.register(_end)  # after every handler registered so far, so it runs before them
-        _LAST["registered"] = True
-    _LAST.update(session=session, at_once=at_once)
+    asked = vs.settings.enabled and vs.settings.turn_done is not None and vs.signal is None
+    if asked and not hasattr(session.config, "workerinput") and not _inside_another():
+        atexit.register(_end, session)  # after every handler registered so far, so it runs before them
 
 
-def _end() -> None:
+def _inside_another() -> bool:
+    """Whether this pytest run runs inside another in this process: a second session's frame below this one's."""
+    import traceback
+
+    return sum(f.f_code.co_name == "wrap_session" and f.f_globals.get("__name__") == "_pytest.main"
+               for f, _ in traceback.walk_stack(None)) > 1  # fmt: skip
+
+
+def _end(session: pytest.Session) -> None:
     import contextlib
     import logging
     import os
     import sys
 
-    if not _LAST.get("at_once"):
-        return
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):  # closed: nothing left to lose
             stream.flush()
-    os._exit(int(_LAST["session"].exitstatus))
+    os._exit(int(session.exitstatus))
 
 
 def interrupted(vs: VitperfSession, config: pytest.Config) -> str:

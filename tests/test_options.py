@@ -382,20 +382,23 @@ def test_a_process_that_hands_its_turn_on_ends_as_soon_as_pytest_returns(
 
 
 HOST = """
-import atexit, pytest
+import atexit
 from pathlib import Path
 atexit.register(lambda: Path("host-handlers-ran").touch())
 
-def test_a_run_inside(tmp_path):
-    (tmp_path / "test_inner.py").write_text("def test_inner():\\n    pass\\n")
-    args = [str(tmp_path), "--gpu-bench", f"--vitperf-turn-done={tmp_path / 'done'}", "-p", "no:cacheprovider"]
-    assert pytest.main(args) == 0 and (tmp_path / "done").exists()
+def test_a_run_inside(pytester):
+    pytester.makepyfile(test_inner="def test_inner():\\n    assert False\\n")
+    result = pytester.runpytest("--gpu-bench", "--vitperf-turn-done=done", "-p", "no:cacheprovider")
+    assert result.ret == 1 and (pytester.path / "done").exists()
 """
 
 
 def test_a_run_inside_another_that_hands_its_turn_on_does_not_end_its_host(pytester: pytest.Pytester) -> None:
+    """pytester's in-process run, as this project's own tests make them: it fails, and its host still ends with its
+    own status, its exit handlers run. (A handler kept by the inner run once ended this project's CI with exit 1,
+    every test passed.)"""
     pytester.makepyfile(test_host=HOST, test_after="def test_after():\n    pass\n")
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly")
+    result = pytester.runpytest_subprocess("-p", "pytester", "-p", "no:cacheprovider", "-p", "no:randomly")
     result.assert_outcomes(passed=2)
     assert result.ret == 0 and (pytester.path / "host-handlers-ran").exists()
 
