@@ -267,8 +267,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 def pytest_sessionfinish(session: pytest.Session) -> None:
     from pytest_vitperf import outputs
 
-    outputs.finish(session, get_session(session.config))
-    outputs.end_at_once(session, get_session(session.config))
+    vs = get_session(session.config)
+    outputs.finish(session, vs)
+    outputs.end_at_once(session, vs)
 
 
 @pytest.hookimpl(optionalhook=True)
