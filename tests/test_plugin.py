@@ -41,6 +41,16 @@ def test_header_names_device_backend_and_versions(suite: pytest.Pytester) -> Non
     result.stdout.fnmatch_lines(["vitperf: CPU * (no CUDA GPU); backend torch 2.*; torch 2.*, modelopt *"])
 
 
+def test_a_run_without_xdist_where_pytest_benchmark_is_off_still_measures(
+    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process started under an xdist worker (say `vitperf ab` from a `pytest -n` job) inherits its variable, and
+    pytest-benchmark turns itself off there; with xdist not loaded, xdist's options are not there to ask either."""
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw0")
+    result = suite.runpytest(*FAST, "-p", "no:xdist", "--vitperf-precisions=fp16")
+    result.assert_outcomes(passed=1)
+
+
 def test_summary_table_has_every_column_and_speedup(suite: pytest.Pytester) -> None:
     result = suite.runpytest(*FAST, "--vitperf-precisions=fp16,bf16,fp32")
     result.assert_outcomes(passed=3)
