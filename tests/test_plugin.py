@@ -44,8 +44,8 @@ def test_header_names_device_backend_and_versions(suite: pytest.Pytester) -> Non
 def test_a_run_without_xdist_where_pytest_benchmark_is_off_still_measures(
     suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A process started under an xdist worker (say `vitperf ab` from a `pytest -n` job) inherits its variable, and
-    pytest-benchmark turns itself off there; with xdist not loaded, xdist's options are not there to ask either."""
+    """A run started from a test under `pytest -n` inherits the worker's variable, and pytest-benchmark turns itself
+    off there; with xdist not loaded (`-p no:xdist`), xdist's options are not there to ask either."""
     monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw0")
     result = suite.runpytest(*FAST, "-p", "no:xdist", "--vitperf-precisions=fp16")
     result.assert_outcomes(passed=1)
