@@ -356,6 +356,7 @@ def test_turn_done_is_touched_once_the_last_test_has_run_before_the_results(suit
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--vitperf-turn-done */nowhere/done: its folder * does not exist*"])
 
+
 AT_EXIT = """
 import atexit
 from pathlib import Path
