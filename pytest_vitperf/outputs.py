@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from pytest_vitperf.results import decided
 from pytest_vitperf.session import VitperfSession
 
 
@@ -140,7 +141,7 @@ def write_history(vs: VitperfSession) -> None:
         try:
             history = open_history(where)
             vs.history_written[str(where)] = history.append(
-                vs.measurements.values(), verdicts=vs.verdicts.values(), roles=found, environment=vs.environment
+                vs.measurements.values(), rows=decided(vs), roles=found, environment=vs.environment
             )
         except (OSError, ValueError, Timeout) as exc:  # a history file or store that cannot be read: a ValueError
             vs.history_error.append(str(exc))
@@ -153,7 +154,7 @@ def write_exports(vs: VitperfSession) -> None:
 
     for fmt, path in vs.settings.export:
         try:
-            write_atomic(path, json.dumps(FORMATS[fmt](vs.measurements.values()), indent=1) + "\n")
+            write_atomic(path, json.dumps(FORMATS[fmt](vs.measurements.values(), decided(vs)), indent=1) + "\n")
             vs.exported.append(f"{fmt}: {path}")
         except OSError as exc:
             vs.export_errors.append(f"{fmt} {path}: {exc.strerror or exc}")
@@ -165,9 +166,9 @@ def write_report(vs: VitperfSession) -> None:
 
     out = vs.settings.report
     assert out is not None
-    floors = {k: v.floor for k, v in vs.verdicts.items() if v.floor is not None}
     try:
-        vs.exported += [f"report: {p}" for p in write(out, vs.measurements.values(), floors, accuracies=vs.accuracies)]
+        vs.exported += [f"report: {p}" for p in write(out, vs.measurements.values(), decided(vs),
+                                                      accuracies=vs.accuracies)]  # fmt: skip
     except OSError as exc:
         vs.export_errors.append(f"report {out}: {exc.strerror or exc}")
 
@@ -199,15 +200,15 @@ def summary(tr: Any, session: VitperfSession) -> None:
     from pytest_vitperf.report.memory import memory_summary
     from pytest_vitperf.report.tables import clock_notes, gemm_summary, interval_notes, measurement_notes, summary
 
-    max_cov, confidence = session.settings.noise_threshold, session.settings.confidence
+    max_cov, confidence, rows = session.settings.noise_threshold, session.settings.confidence, decided(session)
     tr.write_sep("=", "vitperf summary")
     for device in session.devices or [session.device.describe()]:
         tr.write_line(f"device: {device}")
     for line in delay_banner(session):
         tr.write_line(line)
-    for line in summary(session.measurements.values(), session.verdicts, max_cov, confidence):
+    for line in summary(session.measurements.values(), rows):
         tr.write_line(line)
-    for line in interval_notes(session.measurements.values(), session.verdicts.values(), confidence):
+    for line in interval_notes(session.measurements.values(), rows, confidence):
         tr.write_line(line)
     noisy = [m for m in session.measurements.values() if m.cov > max_cov and not m.rounds]
     if noisy:

@@ -11,10 +11,12 @@ from typing import Any
 
 from pytest_vitperf.core.files import FileError, read_json
 from pytest_vitperf.engines.plan import PlanRecord
-from pytest_vitperf.measure.measurement import Measurement
+from pytest_vitperf.measure.measurement import NOISY_COV, Measurement
 from pytest_vitperf.session import VitperfSession
 from pytest_vitperf.verdicts.baselines.gate import Outcome, Write
 from pytest_vitperf.verdicts.floors import Verdict
+from pytest_vitperf.verdicts.rows import RowVerdict, judge_rows
+from pytest_vitperf.verdicts.stats import CONFIDENCE
 from pytest_vitperf.workers import WorkerRecord
 
 # What must be alike in every shard for their verdicts to be one run's: a shard judged at another confidence, or
@@ -55,8 +57,19 @@ def export(vs: VitperfSession, worker: str) -> dict[str, Any]:
         "measurements": [{**m.to_dict(), "nodeid": vs.measured_by(k) or ""} for k, m in vs.measurements.items()],
         "verdicts": [{**v.to_dict(), "reference": _named(vs, v.reference), "candidate": _named(vs, v.candidate)}
                      for v in vs.verdicts.values()],
+        "rows": [r.to_dict() for r in decided(vs)],  # what `vitperf report` and `vitperf merge` show as they were
     }
     return json.loads(json.dumps(data))
+
+
+def decided(vs: VitperfSession) -> list[RowVerdict]:
+    """Each row's record (verdicts/rows.py), judged once for every output of the run: in the process that measured
+    it, and carried from a worker or a shard as it was judged there."""
+    if vs.rows is None:
+        s = vs.settings
+        judged = judge_rows(vs.measurements.values(), vs.verdicts, s.noise_threshold, s.confidence)
+        vs.rows = [vs.handed.get((r.key, r.gpu_uuid), r) for r in judged]
+    return vs.rows
 
 
 def _named(vs: VitperfSession, m: Measurement) -> Any:
@@ -80,6 +93,7 @@ def merge(vs: VitperfSession, data: dict[str, Any]) -> list[tuple[Measurement, s
         m = Measurement.from_dict(d)
         vs.record(m)
         merged.append((m, d.get("nodeid", "")))
+    vs.handed.update({(r.key, r.gpu_uuid): r for r in map(RowVerdict.from_dict, data.get("rows", []))})
     mine = {m.spec.key: m for m, _ in merged}
     for v in data.get("verdicts", []):
         vs.record_verdict(Verdict.from_dict(v, mine))
@@ -101,6 +115,31 @@ def read_results(path: Path) -> dict[str, Any]:
                                  "run. Write one per shard: pytest --gpu-bench --vitperf-shard K/N --benchmark-json "
                                  "shard-K.json")  # fmt: skip
     return results
+
+
+def stored_rows(path: Path, measurements: list[Measurement], floors: Path) -> tuple[list[RowVerdict], str]:
+    """The rows a run's --benchmark-json carries, as the live run judged them. One written before runs kept them
+    is judged now with `floors`, the file that run read, at that run's confidence; the second value says so."""
+    from pytest_vitperf.verdicts.floors import FloorsFile
+    from pytest_vitperf.verdicts.rows import verdicts_from_floors
+
+    doc = read_json(path, ResultsError)
+    results = doc.get("machine_info", {}).get("vitperf", {}).get("results") if isinstance(doc, dict) else None
+    results = results if isinstance(results, dict) else {}
+    if isinstance(results.get("rows"), list):
+        try:
+            return [RowVerdict.from_dict(r) for r in results["rows"]], ""
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ResultsError(path, f"holds rows that are not this plugin's ({type(exc).__name__}: {exc})") from None
+    settings = results.get("settings", {})
+    confidence, max_cov = settings.get("confidence", CONFIDENCE), settings.get("noise_threshold", NOISY_COV)
+    if not floors.exists():
+        return judge_rows(measurements, {}, max_cov, confidence), (
+            f"{path} carries no verdicts and {floors} does not exist: no row is judged against a floor; name the "
+            f"floors file its run read: vitperf report {path} --floors FLOORS.json")  # fmt: skip
+    verdicts = verdicts_from_floors(measurements, FloorsFile.load(floors), confidence)
+    return judge_rows(measurements, verdicts, max_cov, confidence), (
+        f"{path} carries no verdicts (written before runs kept them): judged now with {floors}, as its run would")
 
 
 def merged(paths: list[Path]) -> VitperfSession:

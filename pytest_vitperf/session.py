@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from pytest_vitperf.measure.env import Device
     from pytest_vitperf.verdicts.accuracy import OutputError, TaskAccuracy
     from pytest_vitperf.verdicts.baselines.store import BaselineKey, BaselineStorage
+    from pytest_vitperf.verdicts.rows import RowVerdict
     from pytest_vitperf.verdicts.stats import Prior
 
 # trtexec warms up for 200 ms, but on an H200 at its 700 W cap the SM clock swings between 1.5 and
@@ -48,6 +49,8 @@ class VitperfSession:
         self.config = config  # the pytest config, for the hooks (backends, pytest_vitperf_model_built)
         self.measurements: dict[tuple[str, str, int, str], Measurement] = {}
         self.verdicts: dict[tuple[str, str, int, str], Verdict] = {}
+        self.rows: list[RowVerdict] | None = None  # each row's record, judged once (results.decided)
+        self.handed: dict[tuple[Any, str | None], RowVerdict] = {}  # rows a worker or shard judged (results.merge)
         self.outcomes: list[Outcome] = []
         self.writes: list[Write] = []
         self.plans: list[PlanRecord] = []
@@ -352,11 +355,13 @@ class VitperfSession:
     # -- results --------------------------------------------------------------------------------
     def record(self, m: Measurement, nodeid: str = "") -> None:
         self.measurements[m.spec.key] = m
+        self.rows = None  # judged anew with it
         if nodeid:
             self._measured_here[m.spec.key] = nodeid
 
     def record_verdict(self, v: Verdict) -> None:
         self.verdicts[v.candidate.spec.key] = v
+        self.rows = None
 
     def hand_on(self, done: Path) -> None:
         """Its turn on the device is over: touch `done` (vitperf ab starts the next one's turn), and keep how long the

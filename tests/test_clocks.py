@@ -21,6 +21,7 @@ from pytest_vitperf.measure.clocks import (
 )
 from pytest_vitperf.measure.measurement import Measurement
 from pytest_vitperf.report.tables import clock_notes, summary
+from pytest_vitperf.verdicts.rows import judge_rows
 from pytest_vitperf.verdicts.floors import Verdict
 
 TRACE = Path(__file__).parent / "data" / "clocks" / "h100-vit_base-b64-fp16-fp8.json"
@@ -57,7 +58,8 @@ def test_time_passes_a_floor_that_cycles_fail_and_the_verdict_says_so(h100: dict
     assert c.cycle_speedup == pytest.approx(c.time_speedup * 1740 / 1920)  # about 1.11x
     words = c.disagreement(1.15, "fp16", "fp8")
     assert words == "clock-assisted: fp8 ran at 1920 MHz, fp16 at 1740 MHz"
-    (row,) = [line for line in summary([fp16, fp8], {fp8.spec.key: Verdict(fp16, fp8, 1.15)}) if " fp8 " in line]
+    rows = judge_rows([fp16, fp8], {fp8.spec.key: Verdict(fp16, fp8, 1.15)})
+    (row,) = [line for line in summary([fp16, fp8], rows) if " fp8 " in line]
     assert "pass (floor 1.15x; clock-assisted: fp8 ran at 1920 MHz, fp16 at 1740 MHz)" in row
     assert "1.10x" in row and "1.11x" in row  # the clock ratio and the cycle-space speedup columns
 

@@ -13,7 +13,8 @@ from pytest_vitperf.cli import main
 from pytest_vitperf.measure.measurement import BenchmarkJsonError, Measurement, read_benchmark_json
 from pytest_vitperf.report.pictures import speedup_figure, tradeoff_figure, tradeoff_points, write
 from pytest_vitperf.verdicts.accuracy import task_accuracy
-from pytest_vitperf.verdicts.floors import speedup_interval
+from pytest_vitperf.verdicts.floors import Verdict, speedup_interval
+from pytest_vitperf.verdicts.rows import RowVerdict, judge_rows
 from tests.conftest import FAST
 from tests.test_rounds import measured
 
@@ -22,6 +23,18 @@ STORED_H100 = STORED.with_name("h100-main-job-benchmark.json")  # main job on an
 # one `vitperf ab` process on an H100, 2026-11-26: vit_base fp16/bf16/fp8/int8 at b1 and b64 in 3 interleaved rounds
 ROUNDS_H100 = STORED.with_name("h100-vit_base-rounds-benchmark.json")
 PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def judged(ms: list[Measurement], floors: dict[str, float] | None = None) -> list[RowVerdict]:
+    """The rows as a run judges them, with `floors` (precision -> floor) against FP16."""
+    ref = {(m.spec.model, m.spec.batch): m for m in ms if m.spec.precision == "fp16"}
+    verdicts = {m.spec.key: Verdict(ref[(m.spec.model, m.spec.batch)], m, floor) for m in ms
+                if (floor := (floors or {}).get(m.spec.precision)) is not None}  # fmt: skip
+    return judge_rows(ms, verdicts)
+
+
+def by_row(rows: list[RowVerdict]) -> dict:
+    return {(r.key, r.gpu_uuid): r for r in rows}
 
 
 def test_a_stored_benchmark_json_becomes_measurements_with_their_samples() -> None:
@@ -40,7 +53,7 @@ def test_vitperf_report_writes_every_figure_from_a_stored_run(tmp_path: Path) ->
     assert all(p.read_bytes()[:8] == PNG for p in tmp_path.glob("*.png"))
     report = (tmp_path / "report.md").read_text()
     assert "](speedup-vit-base-patch16-224-b64-torch-gpu-38c6df5e.png)" in report
-    assert any(line.split()[:2] == ["vit_base_patch16_224", "fp8"] for line in report.splitlines())
+    assert any(line.startswith("| vit_base_patch16_224 | fp8 | 64 |") for line in report.splitlines())
     assert len(json.loads((tmp_path / "data.json").read_text())["measurements"]) == 7
 
 
@@ -51,7 +64,7 @@ def test_a_run_with_vits_and_gemms_on_one_gpu_reports_both(tmp_path: Path) -> No
     assert sorted(p.name.split("-")[0] for p in tmp_path.glob("*.png")) == ["gemm", "latency", "speedup", "tradeoff"]
     report = (tmp_path / "report.md").read_text()
     gemms = report[report.index("## GEMMs") :]
-    assert "vitb16-proj  fp8-tensor-fast  0.0168" in gemms and "vit_base" not in gemms
+    assert "| vitb16-proj | fp8-tensor-fast | 0.0168 |" in gemms and "vit_base" not in gemms
     assert "one CUDA graph of 37-161 back-to-back launches" in gemms
 
 
@@ -61,10 +74,11 @@ def test_kernel_figure_and_floors_appear_when_the_run_has_them(tmp_path: Path) -
     profiled = [replace(m, spec=replace(m.spec, options={**m.spec.options, "kernels": {"by_category": split}}))
                 for m in ms]  # fmt: skip
     fp8 = next(m for m in profiled if m.spec.precision == "fp8")
-    files = write(tmp_path, profiled, {fp8.spec.key: 1.15})
+    files = write(tmp_path, profiled, judged(profiled, {fp8.spec.precision: 1.15}))
     assert sorted(p.name.split("-")[0] for p in files if p.suffix == ".png") == [
         "kernels", "latency", "speedup", "tradeoff"]  # fmt: skip
-    assert json.loads((tmp_path / "data.json").read_text())["floors"][0][-1] == 1.15
+    rows = json.loads((tmp_path / "data.json").read_text())["rows"]
+    assert [(r["precision"], r["floor"], r["outcome"]) for r in rows if r["floor"]] == [("fp8", 1.15, "pass")]
 
 
 def test_a_file_without_measurements_is_named(tmp_path: Path) -> None:
@@ -92,15 +106,16 @@ def test_the_trade_off_puts_each_precision_at_its_speedup_and_task_drop_with_int
     accs = [task_accuracy("fp8", "torch engine (cuda)", wrong, reference, labels),
             task_accuracy("fp8", "Model Optimizer fake quant (cpu)", reference, reference, labels),
             task_accuracy("int8", "Model Optimizer fake quant (cpu)", reference, reference, labels)]  # fmt: skip
-    points, by_task = tradeoff_points(ms, accs)
+    rows = judged(ms)
+    points, by_task = tradeoff_points(ms, by_row(rows), accs)
     got = {name: (xs, ys) for name, xs, ys in points}
     assert by_task and sorted(got) == ["fp8", "int8"]  # precisions without a task result are left out
     (x, x_low, x_high), (y, y_low, y_high) = got["fp8"]
     assert x_low < x < x_high and x == pytest.approx(1.1385, abs=0.001)  # the rounds' interval
     assert y == pytest.approx(25.0) and y_low < 0 < y_high  # the engine's drop, not fake quantization's 0
-    assert any(p.name.startswith("tradeoff") for p in write(tmp_path, ms, accuracies=accs))
+    assert any(p.name.startswith("tradeoff") for p in write(tmp_path, ms, rows, accuracies=accs))
     # without a task, the output's distance from FP32, one point per precision that recorded it
-    cosines, by_task = tradeoff_points(ms)
+    cosines, by_task = tradeoff_points(ms, by_row(rows))
     assert not by_task and {name for name, _, _ in cosines} == {"fp16", "bf16", "fp8", "int8"}
 
 
@@ -113,9 +128,10 @@ def test_a_speedup_whose_medians_ratio_lies_outside_its_interval_is_drawn(tmp_pa
     interval = speedup_interval(ref, fp8)
     assert interval is not None and not interval.low <= ref.median / fp8.median <= interval.high
     family = ("vit_base_patch16_224", 64, "torch", None)
-    path = speedup_figure(family, [ref, fp8], {}, tmp_path / "s.png")
+    rows = by_row(judged([ref, fp8]))
+    path = speedup_figure(family, [ref, fp8], rows, tmp_path / "s.png")
     assert path is not None and path.read_bytes()[:8] == PNG
     # the trade-off's point too (matplotlib's error bars refuse a negative length)
     off = replace(fp8, spec=replace(fp8.spec, options={**fp8.spec.options, "output_error": {"cosine": 0.99}}))
-    path = tradeoff_figure(family, [ref, off], tmp_path / "t.png")
+    path = tradeoff_figure(family, [ref, off], by_row(judged([ref, off])), tmp_path / "t.png")
     assert path is not None and path.read_bytes()[:8] == PNG

@@ -21,6 +21,7 @@ from pytest_vitperf.report.tables import summary
 from pytest_vitperf.results import export
 from pytest_vitperf.verdicts.baselines.gate import to_baseline, write
 from pytest_vitperf.verdicts.baselines.store import JsonDirStorage
+from pytest_vitperf.verdicts.rows import judge_rows
 from pytest_vitperf.workers import (
     ENGINE_S,
     IMAGE_S,
@@ -90,12 +91,13 @@ def measured(precision: str, ms: float, gpu: int, name: str = "NVIDIA H200") -> 
 
 
 def test_the_summary_shows_the_gpu_and_takes_ratios_on_one_gpu_only() -> None:
-    lines = summary([measured("fp16", 6.0, 0), measured("bf16", 5.0, 0), measured("fp8", 4.0, 1)], {})
+    ms = [measured("fp16", 6.0, 0), measured("bf16", 5.0, 0), measured("fp8", 4.0, 1)]
+    lines = summary(ms, judge_rows(ms, {}))
     assert lines[0].split()[:5] == ["model", "precision", "batch", "backend", "GPU"]
     rows = {line.split()[1]: line for line in lines[2:]}
     assert "0 (GPU-0aaa)" in rows["bf16"] and "1.20x" in rows["bf16"]
     assert "1 (GPU-1aaa)" in rows["fp8"] and "no fp16 to compare" in rows["fp8"]  # its fp16 ran on the other GPU
-    one_gpu = summary([measured("fp16", 6.0, 0), measured("bf16", 5.0, 0)], {})
+    one_gpu = summary(ms[:2], judge_rows(ms[:2], {}))
     assert "GPU" not in one_gpu[0].split()
 
 

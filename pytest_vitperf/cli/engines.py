@@ -48,10 +48,17 @@ def _layers(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
+    """The rows as the run's JSON carries them; judged with the floors file where it carries none."""
     from pytest_vitperf.measure.measurement import read_benchmark_json
     from pytest_vitperf.report.pictures import write
+    from pytest_vitperf.results import stored_rows
 
-    for path in write(args.out, read_benchmark_json(args.file), source=str(args.file)):
+    measurements = read_benchmark_json(args.file)
+    rows, how = stored_rows(args.file, measurements, args.floors)
+    if how:
+        print(f"vitperf report: {how}")
+    confidence = next((r.time.confidence for r in rows if r.time is not None), 0.95)
+    for path in write(args.out, measurements, rows, source=str(args.file), confidence=confidence):
         print(f"wrote {path}")
     return 0
 
@@ -75,4 +82,7 @@ def add(sub: Any) -> None:
     rep = sub.add_parser("report", help="report.md and figures from a stored --benchmark-json (no GPU needed)")
     rep.add_argument("file", type=Path, help="a pytest-benchmark JSON written by a --gpu-bench run")
     rep.add_argument("--out", type=Path, required=True, help="folder for report.md, the PNGs and data.json")
+    rep.add_argument("--floors", type=Path, default=Path("suites") / "floors.json",
+                     help="for a JSON that carries no verdicts (written before runs kept them): the floors file its "
+                          "run read (default: suites/floors.json)")  # fmt: skip
     rep.set_defaults(func=_report)

@@ -1,7 +1,8 @@
 """A run's measurements in the formats that CI dashboards read: `--vitperf-export FORMAT=FILE`.
 
 - `github-action-benchmark`: the `customSmallerIsBetter` input of benchmark-action/github-action-benchmark, a JSON
-  array of {name, unit, value, range?, extra?} (its `BenchmarkResult`); the median in ms.
+  array of {name, unit, value, range?, extra?} (its `BenchmarkResult`); the median in ms, and in `extra` the row's
+  verdict as the summary words it (verdicts/rows.py).
 - `bencher`: Bencher Metric Format, {benchmark: {measure: {value, lower_value?, upper_value?}}}, with Bencher's
   built-in measures: `latency` in nanoseconds (median, p10 to p90) and `throughput` in images per second.
 """
@@ -12,6 +13,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from pytest_vitperf.measure.measurement import Measurement
+from pytest_vitperf.verdicts.rows import RowVerdict
 
 
 def benchmark_name(m: Measurement) -> str:
@@ -22,23 +24,28 @@ def benchmark_name(m: Measurement) -> str:
     return f"{s.model} {s.precision} b{s.batch} ({s.backend} {s.backend_version or '?'}, {s.device}{cold})"
 
 
-def github_action_benchmark(measurements: Iterable[Measurement]) -> list[dict[str, Any]]:
+def github_action_benchmark(measurements: Iterable[Measurement],
+                            rows: Iterable[RowVerdict] = ()) -> list[dict[str, Any]]:  # fmt: skip
+    judged = {(r.key, r.gpu_uuid): r.verdict_text() for r in rows}
     out = []
     for m in measurements:
         clock = f", SM {m.sm_mhz:.0f} MHz" if m.sm_mhz else ""
+        verdict = judged.get((m.spec.key, m.spec.gpu_uuid))
         out.append(
             {
                 "name": benchmark_name(m),
                 "unit": "ms",
                 "value": round(m.median, 6),
                 "range": f"± {m.stdev:.4f}",
-                "extra": f"median of {m.n} samples; p90 {m.p90:.4f} ms; CoV {m.cov:.2%}{clock}; timer {m.spec.timer}",
+                "extra": f"median of {m.n} samples; p90 {m.p90:.4f} ms; CoV {m.cov:.2%}{clock}; timer {m.spec.timer}"
+                + (f"; verdict: {verdict}" if verdict else ""),
             }
         )
     return out
 
 
-def bencher(measurements: Iterable[Measurement]) -> dict[str, Any]:
+def bencher(measurements: Iterable[Measurement], rows: Iterable[RowVerdict] = ()) -> dict[str, Any]:
+    """Bencher's metric format has numbers only: its own thresholds judge them, and the rows' verdicts stay out."""
     out: dict[str, Any] = {}
     for m in measurements:
         out[benchmark_name(m)] = {
@@ -52,7 +59,7 @@ def bencher(measurements: Iterable[Measurement]) -> dict[str, Any]:
     return out
 
 
-FORMATS: dict[str, Callable[[Iterable[Measurement]], Any]] = {
+FORMATS: dict[str, Callable[[Iterable[Measurement], Iterable[RowVerdict]], Any]] = {
     "github-action-benchmark": github_action_benchmark,
     "bencher": bencher,
 }

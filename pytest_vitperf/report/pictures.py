@@ -3,6 +3,7 @@ pytest-benchmark JSON (no GPU needed). Writes report.md, one PNG per figure and 
 
 Figures, per (model, batch), each ratio taken on one GPU:
 - speedup over FP16 per precision, with its interval where the rounds gave one, the floor drawn over its bar;
+  speedups, intervals and floors are the rows' records (verdicts/rows.py), as the run judged them;
 - latency distribution of the raw samples per precision (box plot);
 - kernel time by kind, FP16 next to each quantized or pruned precision, when the run profiled kernels
   (--vitperf-kernels);
@@ -25,14 +26,14 @@ from pytest_vitperf.engines.gemms import KINDS as GEMM_KINDS
 from pytest_vitperf.engines.gemms import dense_peak, shape_of, tflops
 from pytest_vitperf.measure.env import slug
 from pytest_vitperf.measure.measurement import Measurement
-from pytest_vitperf.report.tables import gemm_summary, summary
+from pytest_vitperf.report.tables import gemm_summary, interval_notes, summary
 from pytest_vitperf.verdicts.accuracy import FAKE_QUANT_VIA
-from pytest_vitperf.verdicts.floors import speedup_interval
+from pytest_vitperf.verdicts.rows import RowVerdict
 
 if TYPE_CHECKING:
     from pytest_vitperf.verdicts.accuracy import TaskAccuracy
 
-Key = tuple[str, str, int, str]
+Rows = dict[tuple[tuple[str, str, int, str], str | None], RowVerdict]  # (key, GPU) -> its record
 KINDS = ("gemm", "attention", "quantize", "norm", "elementwise", "other")
 COLORS = {"gemm": "#1f77b4", "attention": "#ff7f0e", "quantize": "#d62728", "norm": "#2ca02c",
           "elementwise": "#9467bd", "other": "#7f7f7f"}  # fmt: skip
@@ -61,23 +62,28 @@ def _title(family: tuple[str, int, str, str | None], what: str, device: str) -> 
     return f"{what}\n{model} batch {batch}, {backend} on {device}"
 
 
-def speedup_figure(family: Any, ms: list[Measurement], floors: dict[Key, float], path: Path) -> Path | None:
-    ref = next((m for m in ms if m.spec.precision == REFERENCE), None)
-    others = [m for m in ms if m.spec.precision != REFERENCE]
-    if ref is None or not others:
+def _judged(ms: list[Measurement], rows: Rows) -> list[tuple[Measurement, RowVerdict]]:
+    """The family's rows with a speedup, but the reference's own."""
+    found = [(m, rows.get((m.spec.key, m.spec.gpu_uuid))) for m in ms if m.spec.precision != REFERENCE]
+    return [(m, r) for m, r in found if r is not None and r.speedup is not None]
+
+
+def speedup_figure(family: Any, ms: list[Measurement], rows: Rows, path: Path) -> Path | None:
+    judged = _judged(ms, rows)
+    if not judged:
         return None
     plt = _plt()
     fig, ax = plt.subplots(figsize=(7, 3.4), dpi=100)
-    names = [m.spec.precision for m in others]
-    speedups = [ref.median / m.median for m in others]
-    intervals = [speedup_interval(ref, m) for m in others]  # None where the engines were not timed in rounds
+    names = [m.spec.precision + ("" if r.reference == REFERENCE else f"\nvs {r.reference}") for m, r in judged]
+    speedups = [r.speedup or 0.0 for _, r in judged]
+    intervals = [r.time for _, r in judged]  # None where the engines were not timed in rounds
     bars = ax.bar(names, speedups, color=["#2ca02c" if s >= 1 else "#d62728" for s in speedups])
     for k, ci in enumerate(intervals):  # drawn as measured: on a busy CPU the medians' ratio can lie outside it
         if ci is not None:
             ax.vlines(k, ci.low, ci.high, color="black", lw=1)
             ax.hlines([ci.low, ci.high], k - 0.08, k + 0.08, color="black", lw=1)
     ax.axhline(1.0, color="black", lw=0.8)
-    drawn = [(i, floors[m.spec.key]) for i, m in enumerate(others) if m.spec.key in floors]
+    drawn = [(i, r.floor) for i, (_, r) in enumerate(judged) if r.floor is not None]
     for n, (i, floor) in enumerate(drawn):
         ax.hlines(floor, i - 0.4, i + 0.4, color="black", ls="--", lw=1.5, label="_" if n else "floor")
     ax.bar_label(bars, [f"{s:.2f}x" for s in speedups], fontsize=8)
@@ -134,7 +140,8 @@ def kernel_figure(family: Any, ms: list[Measurement], path: Path) -> Path | None
 Point = tuple[str, tuple[float, float, float], tuple[float, float, float]]  # name, (x, low, high), (y, low, high)
 
 
-def tradeoff_points(ms: list[Measurement], accuracies: Iterable[TaskAccuracy] = ()) -> tuple[list[Point], bool]:
+def tradeoff_points(ms: list[Measurement], rows: Rows,
+                    accuracies: Iterable[TaskAccuracy] = ()) -> tuple[list[Point], bool]:  # fmt: skip
     """Every precision at its speedup over FP16 (with its interval where the rounds gave one) and what it costs: its
     top-1 drop from FP32 in points on the accuracy task, with its paired interval, where the run measured one (True);
     else the output's distance from FP32, 1 - cosine (False)."""
@@ -145,8 +152,10 @@ def tradeoff_points(ms: list[Measurement], accuracies: Iterable[TaskAccuracy] = 
     task = {a.precision: a for a in sorted(accuracies, key=lambda a: a.via.startswith(FAKE_QUANT_VIA), reverse=True)}
     points: list[Point] = []
     for m in ms:
-        speed = speedup_interval(ref, m) if m is not ref else None
-        x = ref.median / m.median
+        row = rows.get((m.spec.key, m.spec.gpu_uuid))
+        if row is None or row.speedup is None:
+            continue
+        x, speed = row.speedup, None if m is ref else row.time
         xs = (x, speed.low, speed.high) if speed else (x, x, x)
         if task and m.spec.precision in task:
             d = task[m.spec.precision].drop_interval()
@@ -157,9 +166,9 @@ def tradeoff_points(ms: list[Measurement], accuracies: Iterable[TaskAccuracy] = 
     return points, bool(task)
 
 
-def tradeoff_figure(family: Any, ms: list[Measurement], path: Path,
+def tradeoff_figure(family: Any, ms: list[Measurement], rows: Rows, path: Path,
                     accuracies: Iterable[TaskAccuracy] = ()) -> Path | None:  # fmt: skip
-    points, by_task = tradeoff_points(ms, accuracies)
+    points, by_task = tradeoff_points(ms, rows, accuracies)
     if not points:
         return None
     plt = _plt()
@@ -214,12 +223,12 @@ def _save(fig: Any, plt: Any, path: Path) -> Path:
     return path
 
 
-def write(out: Path, measurements: Iterable[Measurement], floors: dict[Key, float] | None = None,
-          source: str = "this run", accuracies: Iterable[TaskAccuracy] = ()) -> list[Path]:  # fmt: skip
-    """report.md, the figures and data.json under `out`; returns the files written."""
+def write(out: Path, measurements: Iterable[Measurement], rows: Iterable[RowVerdict], source: str = "this run",
+          accuracies: Iterable[TaskAccuracy] = (), confidence: float = 0.95) -> list[Path]:  # fmt: skip
+    """report.md, the figures and data.json under `out`, rendering the rows' records; returns the files written."""
     accuracies = list(accuracies)
-    ms = list(measurements)
-    floors = floors or {}
+    ms, judged = list(measurements), list(rows)
+    by_row: Rows = {(r.key, r.gpu_uuid): r for r in judged}
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     sections = []
@@ -227,10 +236,10 @@ def write(out: Path, measurements: Iterable[Measurement], floors: dict[Key, floa
         model, batch, backend, uuid = family
         stem = slug(f"{model}-b{batch}-{backend}-{(uuid or 'cpu')[:12]}")  # GPU-xxxxxxxx: two GPUs of a run apart
         figures = [
-            speedup_figure(family, members, floors, out / f"speedup-{stem}.png"),
+            speedup_figure(family, members, by_row, out / f"speedup-{stem}.png"),
             latency_figure(family, members, out / f"latency-{stem}.png"),
             kernel_figure(family, members, out / f"kernels-{stem}.png"),
-            tradeoff_figure(family, members, out / f"tradeoff-{stem}.png", accuracies),
+            tradeoff_figure(family, members, by_row, out / f"tradeoff-{stem}.png", accuracies),
         ]
         made = [f for f in figures if f is not None]
         written += made
@@ -242,14 +251,13 @@ def write(out: Path, measurements: Iterable[Measurement], floors: dict[Key, floa
         on_gpu = [m for m in gemms if (m.spec.gpu_uuid or "") == uuid]
         fig = gemm_figure(on_gpu, out / f"gemm-{slug(on_gpu[0].spec.device)}-{uuid[:12] or 'cpu'}.png")
         written += [fig] if fig is not None else []
-        gemm_text += ["## GEMMs", "", "```", *gemm_summary(on_gpu), "```", ""]
+        gemm_text += ["## GEMMs", "", *gemm_summary(on_gpu, markdown=True), ""]
         gemm_text += [f"![{fig.stem}]({fig.name})", ""] if fig is not None else []
-    data = {"measurements": [m.to_dict() for m in ms], "floors": [[*k, v] for k, v in floors.items()]}
+    data = {"measurements": [m.to_dict() for m in ms], "rows": [r.to_dict() for r in judged]}
     (out / "data.json").write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     when = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    table = summary(ms, {})
-    text = "\n".join(
-        [f"# pytest-vitperf report ({source}, written {when})", "", "```", *table, "```", "", *sections, *gemm_text]
-    )
+    notes = interval_notes(ms, judged, confidence)
+    text = "\n".join([f"# pytest-vitperf report ({source}, written {when})", "", *summary(ms, judged, markdown=True),
+                      "", *notes, *([""] if notes else []), *sections, *gemm_text])  # fmt: skip
     (out / "report.md").write_text(text, encoding="utf-8")
     return [out / "report.md", *written, out / "data.json"]

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from pytest_vitperf.core.precision import PRECISIONS, REFERENCE, get_precision, sort_key
+from pytest_vitperf.core.precision import get_precision, sort_key
 from pytest_vitperf.engines.gemms import KINDS, dense_peak, roofline, shape_of
 from pytest_vitperf.engines.plan import PlanRecord
 from pytest_vitperf.measure.clocks import CLOCK_SPAN_WARN, ClockComparison, compare_clocks, sm_span, unexpected_reasons
-from pytest_vitperf.measure.measurement import NOISY_COV, Measurement, Spec
+from pytest_vitperf.measure.measurement import Measurement, Spec
 from pytest_vitperf.verdicts.accuracy import TaskAccuracy
-from pytest_vitperf.verdicts.floors import CYCLES, NO_FLOOR, TIME, Verdict, speedup_interval
-from pytest_vitperf.verdicts.stats import FAIL, INCONCLUSIVE, Interval
+from pytest_vitperf.verdicts.floors import CYCLES, TIME, Verdict
+from pytest_vitperf.verdicts.rows import RowVerdict, reference_of
+from pytest_vitperf.verdicts.stats import FAIL
 
 COLUMNS = (
     "model",
@@ -34,8 +35,14 @@ COLUMNS = (
 )
 
 
-def table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
+def table(header: Sequence[str], rows: Iterable[Sequence[str]], markdown: bool = False) -> list[str]:
+    """Columns padded for a terminal, or (`markdown`) a GitHub-flavoured Markdown table, which report.md shows."""
     rows = [list(r) for r in rows]
+    if markdown:
+        def cells(values: Sequence[str]) -> str:
+            return "| " + " | ".join(str(c).replace("|", "\\|") for c in values) + " |"
+
+        return [cells(header), "|" + "---|" * len(header), *(cells(r) for r in rows)]
     widths = [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=False)]
 
     def fmt(cells: Sequence[str]) -> str:
@@ -54,60 +61,16 @@ def run_mode(spec: Spec) -> str:
     return ", ".join(p for p in (how, launch, cold) if p) or "-"
 
 
-def _verdict(m: Measurement, ref: Measurement | None, verdict: Verdict | None, max_cov: float) -> str:
-    parts = []
-    if m.spec.precision == REFERENCE:
-        parts.append("reference")
-    elif verdict is not None and verdict.outcome != NO_FLOOR:
-        assert verdict.floor is not None
-        word = {FAIL: "FAIL", INCONCLUSIVE: "inconclusive"}.get(verdict.outcome, "pass")
-        unit = "" if verdict.judged_in == TIME else f", {verdict.judged_in}"
-        c = clock_comparison(verdict.reference, m)
-        why = c.disagreement(verdict.floor, verdict.reference.spec.precision, m.spec.precision) if c else None
-        why = why if verdict.judged_in == TIME else None  # judged in cycles, the clock is already out of it
-        parts.append(f"{word} (floor {verdict.floor:.2f}x{unit}{'; ' + why if why else ''})")
-    elif ref is not None:
-        parts.append("no floor")
-    else:
-        parts.append("no fp16 to compare")
-    sequential = m.spec.options.get("rounds", {}).get("sequential") if m.spec.options.get("rounds") else None
-    if sequential:
-        parts.append("sequential")
-    if m.cov > max_cov and not m.rounds:  # in rounds, the spread between rounds is the interval's business
-        parts.append(f"noisy: CoV > {max_cov:.1%}")
-    return "; ".join(parts)
-
-
-def _ratio(point: float, interval: Interval | None) -> str:
-    return interval.text() if interval is not None else f"{point:.2f}x"
-
-
-def reference_of(precision: str) -> str:
-    """The precision a speedup of `precision` is taken over: its registry entry's reference, FP16 for one not in it."""
-    return get_precision(precision).reference if precision in PRECISIONS else REFERENCE
-
-
 def clock_comparison(reference: Measurement, candidate: Measurement) -> ClockComparison | None:
     return compare_clocks(reference.median, candidate.median, reference.sm_mhz, candidate.sm_mhz)
 
 
-def _summary_row(
-    m: Measurement, ref: Measurement | None, verdict: Verdict | None, max_cov: float, confidence: float
-) -> list[str]:
+def _summary_row(m: Measurement, row: RowVerdict) -> list[str]:
     s = m.spec
-    same = ref is not None and ref.spec.key == s.key
-    vs = "-" if ref is None else f"{ref.median / m.median:.2f}x" if same else _ratio(
-        ref.median / m.median, speedup_interval(ref, m, confidence)
-    )
-    if ref is not None and ref.spec.precision != REFERENCE:  # a registered entry with its own reference
-        vs += f" vs {ref.spec.precision}"
-    c = clock_comparison(ref, m) if ref is not None else None
-    clock, cycles = ("-", "-") if c is None else (f"{c.clock_ratio:.2f}x", f"{c.cycle_speedup:.2f}x")
-    if c is not None and ref is not None and not same:
-        cycles = _ratio(c.cycle_speedup, speedup_interval(ref, m, confidence, CYCLES))
     sm = "-" if m.sm_mhz is None else f"{m.sm_mhz:.0f}"
     err = s.options.get("output_error")
     cos = "-" if not err else f"{err['cosine']:.5f}"
+    clock = "-" if row.clock_ratio is None else f"{row.clock_ratio:.2f}x"
     return [
         s.model,
         s.precision,
@@ -121,41 +84,35 @@ def _summary_row(
         sm,
         f"{m.images_per_s:.1f}",
         cos,
-        vs,
+        row.ratio_text(TIME),
         clock,
-        cycles,
-        _verdict(m, ref, verdict, max_cov),
+        row.ratio_text(CYCLES),
+        row.verdict_text(),
     ]
 
 
-def summary(
-    measurements: Iterable[Measurement],
-    verdicts: dict[tuple[str, str, int, str], Verdict],
-    max_cov: float = NOISY_COV,
-    confidence: float = 0.95,
-) -> list[str]:
-    ms = sorted(
-        (m for m in measurements if shape_of(m.spec.options) is None),  # GEMMs have their own table
-        key=lambda m: (m.spec.model, m.spec.batch, m.spec.backend, sort_key(m.spec.precision)),
-    )
-    by_key = {(m.spec.key, m.spec.gpu_uuid): m for m in ms}  # a ratio is only taken on one GPU
-    gpus = {m.spec.gpu_uuid for m in ms}
-    rows = []
-    for m in ms:
-        s = m.spec
-        verdict = verdicts.get(s.key)
-        same_gpu = by_key.get(((s.model, reference_of(s.precision), s.batch, s.backend), s.gpu_uuid))
-        ref = verdict.reference if verdict is not None else same_gpu
-        row = _summary_row(m, ref, verdict, max_cov, confidence)
-        rows.append([*row[:4], gpu_label(s.gpu_index, s.gpu_uuid), *row[4:]] if len(gpus) > 1 else row)
-    return table((*COLUMNS[:4], "GPU", *COLUMNS[4:]) if len(gpus) > 1 else COLUMNS, rows)
+def rendered(measurements: Iterable[Measurement], rows: Iterable[RowVerdict]) -> list[tuple[Measurement, RowVerdict]]:
+    """Each judged row beside its measurement, in the rows' order; GEMMs have their own table."""
+    by_row = {(m.spec.key, m.spec.gpu_uuid): m for m in measurements if shape_of(m.spec.options) is None}
+    return [(by_row[(r.key, r.gpu_uuid)], r) for r in rows if (r.key, r.gpu_uuid) in by_row]
+
+
+def summary(measurements: Iterable[Measurement], rows: Iterable[RowVerdict], markdown: bool = False) -> list[str]:
+    """The summary table: each row's measurement and what the run decided for it (verdicts/rows.py)."""
+    pairs = rendered(measurements, rows)
+    several = len({m.spec.gpu_uuid for m, _ in pairs}) > 1
+    lines = []
+    for m, row in pairs:
+        cells = _summary_row(m, row)
+        lines.append([*cells[:4], gpu_label(m.spec.gpu_index, m.spec.gpu_uuid), *cells[4:]] if several else cells)
+    return table((*COLUMNS[:4], "GPU", *COLUMNS[4:]) if several else COLUMNS, lines, markdown)
 
 
 GEMM_COLUMNS = ("shape (MxNxK)", "layer", "kind", "median ms", "CoV", "SM MHz", "TFLOPS", "% of peak", "GB/s",
                 "% of HBM", "FLOP/B", "bound", "vs fp16")  # fmt: skip
 
 
-def gemm_summary(measurements: Iterable[Measurement]) -> list[str]:
+def gemm_summary(measurements: Iterable[Measurement], markdown: bool = False) -> list[str]:
     """One row per GEMM: its throughput against the GPU's two roofs (gemms.roofline: the dense peak and the HBM
     bandwidth), the roof that bounds its arithmetic intensity, and its speedup over FP16 of the same operand mode on
     the same GPU; the datasheets and the operand mode under the table."""
@@ -209,7 +166,7 @@ def gemm_summary(measurements: Iterable[Measurement]) -> list[str]:
             f"each sample: one CUDA graph of {batched[0]}-{batched[-1]} back-to-back launches, divided by their "
             "number (launches_per_sample in the JSON)"
         )
-    return [*table(GEMM_COLUMNS, rows), *notes]
+    return [*table(GEMM_COLUMNS, rows, markdown), "", *notes] if markdown else [*table(GEMM_COLUMNS, rows), *notes]
 
 
 def gpu_label(index: int | None, uuid: str | None) -> str:
@@ -242,7 +199,7 @@ def clock_notes(measurements: Iterable[Measurement]) -> list[str]:
     return lines
 
 
-def interval_notes(measurements: Iterable[Measurement], verdicts: Iterable[Verdict], confidence: float) -> list[str]:
+def interval_notes(measurements: Iterable[Measurement], rows: Iterable[RowVerdict], confidence: float) -> list[str]:
     """How the speedups' intervals were made and how the floors were judged, under the summary."""
     runs = {m.run: m for m in measurements if m.run is not None}
     if not runs:
@@ -254,9 +211,9 @@ def interval_notes(measurements: Iterable[Measurement], verdicts: Iterable[Verdi
         f"{' or '.join(map(str, builds))} build(s) per precision (Student's t on the rounds' log ratios, widened by "
         "the spread between builds); the cycles column multiplies each round's time by its SM clock"
     ]
-    judged = [v for v in verdicts if v.floor is not None]
+    judged = [r for r in rows if r.floor is not None]
     if judged:
-        level = judged[0].confidence
+        level = judged[0].level
         lines.append(
             f"floors: judged at {level:.2%} each, so that all of them hold together at {confidence:.0%} "
             "(Bonferroni over the run's floors and looks); pass when the interval clears the floor, FAIL when it "

@@ -32,7 +32,7 @@ from pytest_vitperf.verdicts.baselines.gate import key_for
 from pytest_vitperf.verdicts.baselines.store import BaselineKey
 
 if TYPE_CHECKING:
-    from pytest_vitperf.verdicts.floors import Verdict
+    from pytest_vitperf.verdicts.rows import RowVerdict
 
 SCHEMA = 1
 # PELT's penalty in units of sigma^2 * ln(n) (sigma: the series' noise, from its successive differences). On 200
@@ -119,7 +119,7 @@ class History(Protocol):
         self,
         measurements: Iterable[Measurement],
         when: datetime | None = None,
-        verdicts: Iterable[Verdict] = (),
+        rows: Iterable[RowVerdict] = (),
         *,
         roles: Mapping[BaselineKey, str] | None = None,
         environment: Mapping[str, Any] | None = None,
@@ -138,12 +138,12 @@ class Folder:
         self,
         measurements: Iterable[Measurement],
         when: datetime | None = None,
-        verdicts: Iterable[Verdict] = (),
+        rows: Iterable[RowVerdict] = (),
         *,
         roles: Mapping[BaselineKey, str] | None = None,
         environment: Mapping[str, Any] | None = None,
     ) -> list[str]:
-        """The medians; a folder keeps neither the verdicts nor the rows' roles in their baselines."""
+        """The medians; a folder keeps neither the rows' verdicts nor the rows' roles in their baselines."""
         return [str(p) for p in append(self.root, measurements, when)]
 
     def series(self) -> dict[tuple[str, str, str, str], list[Point]]:

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     import sqlalchemy as sa
 
     from pytest_vitperf.verdicts.ab import Row
-    from pytest_vitperf.verdicts.floors import Verdict
+    from pytest_vitperf.verdicts.rows import RowVerdict
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 SCHEMES = ("sqlite", "postgresql")
@@ -133,7 +133,7 @@ class SqlStore:
         self,
         measurements: Iterable[Measurement],
         when: datetime | None = None,
-        verdicts: Iterable[Verdict] = (),
+        rows: Iterable[RowVerdict] = (),
         *,
         roles: Mapping[BaselineKey, str] | None = None,
         environment: Mapping[str, Any] | None = None,
@@ -143,17 +143,17 @@ class SqlStore:
         summary."""
         import sqlalchemy as sa
 
-        judged = {v.candidate.spec.key: v for v in verdicts}
+        judged = {(r.key, r.gpu_uuid): r for r in rows}
         roles = roles or {}
-        rows = [{**_row(m), **_judged(judged.get(m.spec.key)), "role": roles.get(key_for(m), RUN)}
-                for m in measurements]  # fmt: skip
+        table = [{**_row(m), **_judged(judged.get((m.spec.key, m.spec.gpu_uuid))), "role": roles.get(key_for(m), RUN)}
+                 for m in measurements]  # fmt: skip
         run = {**_run(when, tool()), "environment": json.dumps(dict(environment or {}), sort_keys=True, default=str)}
         with self._said(), self.engine.begin() as connection:
             (key,) = connection.execute(sa.insert(self.runs).values(**run)).inserted_primary_key or (None,)
-            if rows:
-                connection.execute(sa.insert(self.rows), [{"run_id": key, **r} for r in rows])
-        starts = sum(r["role"] == START for r in rows)
-        return [f"run {run['uid']} ({len(rows)} rows" + (f", {starts} starting new baselines)" if starts else ")")]
+            if table:
+                connection.execute(sa.insert(self.rows), [{"run_id": key, **r} for r in table])
+        starts = sum(r["role"] == START for r in table)
+        return [f"run {run['uid']} ({len(table)} rows" + (f", {starts} starting new baselines)" if starts else ")")]
 
     def append_ab(self, rows: Iterable[Row], facts: dict[str, Any], when: datetime | None = None) -> str:
         """One `vitperf ab` run: a `runs` row and its verdicts (B over A with its interval, per row and GPU), in one
@@ -301,16 +301,15 @@ def _row(m: Measurement) -> dict[str, Any]:
             "median_ms": e["median"], "cov": e["cov"], "n": e["n"], "sm_mhz": e["sm_mhz"]}  # fmt: skip
 
 
-def _judged(v: Verdict | None) -> dict[str, Any]:
-    """Every row names the same columns: one insert takes them all."""
-    if v is None:
+def _judged(r: RowVerdict | None) -> dict[str, Any]:
+    """A row's record as the summary shows it; every row names the same columns: one insert takes them all."""
+    if r is None:
         return dict.fromkeys(("reference", "speedup", "floor", "verdict", "speedup_low", "speedup_high"))
-    interval = v.interval()
+    i = r.time
     # With rounds, the speedup is the interval's own estimate, as the summary prints it: the ratio of the two
     # medians can fall just outside the interval of the rounds' ratios.
-    return {"reference": v.reference.spec.precision, "speedup": interval.estimate if interval else v.speedup,
-            "floor": v.floor, "verdict": v.outcome, "speedup_low": interval.low if interval else None,
-            "speedup_high": interval.high if interval else None}  # fmt: skip
+    return {"reference": r.reference, "speedup": i.estimate if i else r.speedup, "floor": r.floor,
+            "verdict": r.outcome, "speedup_low": i.low if i else None, "speedup_high": i.high if i else None}
 
 
 def _ab_row(r: Row) -> dict[str, Any]:
