@@ -21,8 +21,8 @@ from pytest_vitperf.measure.clocks import (
 )
 from pytest_vitperf.measure.measurement import Measurement
 from pytest_vitperf.report.tables import clock_notes, summary
-from pytest_vitperf.verdicts.rows import judge_rows
 from pytest_vitperf.verdicts.floors import Verdict
+from pytest_vitperf.verdicts.rows import judge_rows
 
 TRACE = Path(__file__).parent / "data" / "clocks" / "h100-vit_base-b64-fp16-fp8.json"
 
