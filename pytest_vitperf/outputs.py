@@ -111,8 +111,8 @@ def settle(vs: VitperfSession) -> bool:
 
 def write_baselines(vs: VitperfSession) -> None:
     """Write or refresh the baselines of what this process measured, or (--vitperf-record-run) add it as a run."""
+    from pytest_vitperf.store.baselines import JsonDirStorage
     from pytest_vitperf.verdicts.baselines.gate import measured_provenance, to_baseline, write
-    from pytest_vitperf.verdicts.baselines.store import JsonDirStorage
 
     if not isinstance(vs.baselines, JsonDirStorage):  # none, or a store: its rows are written with the run's
         return
@@ -127,21 +127,21 @@ def write_history(vs: VitperfSession) -> None:
     """Append the run's medians to --vitperf-history's folder and --vitperf-store's database."""
     from filelock import Timeout
 
+    from pytest_vitperf.store.sql import open_history, url_of
     from pytest_vitperf.verdicts.baselines.gate import roles
-    from pytest_vitperf.verdicts.baselines.history import open_history
-    from pytest_vitperf.verdicts.baselines.sql import url_of
 
     s = vs.settings
     if s.inject_delay:  # slower on purpose: not a run of these engines, in no series and no baseline
         return
     found = roles(vs.measurements.values(), vs.outcomes, update=s.update_baselines, record=s.record_run)
+    judged = [r.to_dict() for r in decided(vs)]  # the store keeps the rows as data
     for where in (s.history, s.store and url_of(s.store)):
         if where is None or not vs.measurements:
             continue
         try:
             history = open_history(where)
             vs.history_written[str(where)] = history.append(
-                vs.measurements.values(), rows=decided(vs), roles=found, environment=vs.environment
+                vs.measurements.values(), rows=judged, roles=found, environment=vs.environment
             )
         except (OSError, ValueError, Timeout) as exc:  # a history file or store that cannot be read: a ValueError
             vs.history_error.append(str(exc))
@@ -264,7 +264,7 @@ def tail(tr: Any, session: VitperfSession) -> None:
 
         s = session.settings
         if s.store_baselines and s.store:
-            from pytest_vitperf.verdicts.baselines.sql import shown
+            from pytest_vitperf.store.sql import shown
 
             tr.write_sep("-", f"vitperf baselines (the runs in the store {shown(s.store)})")
         else:

@@ -31,8 +31,8 @@ if TYPE_CHECKING:
     from pytest_vitperf.core.settings import Settings
     from pytest_vitperf.engines.backends import Backend, Engine
     from pytest_vitperf.measure.env import Device
+    from pytest_vitperf.store.baselines import BaselineKey, BaselineStorage
     from pytest_vitperf.verdicts.accuracy import OutputError, TaskAccuracy
-    from pytest_vitperf.verdicts.baselines.store import BaselineKey, BaselineStorage
     from pytest_vitperf.verdicts.rows import RowVerdict
     from pytest_vitperf.verdicts.stats import Prior
 
@@ -328,11 +328,11 @@ class VitperfSession:
     @cached_property
     def baselines(self) -> BaselineStorage | None:
         """Where the gate reads: the store's runs (--vitperf-store-baselines), or --vitperf-baseline-dir's files."""
-        from pytest_vitperf.verdicts.baselines.store import JsonDirStorage
+        from pytest_vitperf.store.baselines import JsonDirStorage
 
         s = self.settings
         if s.store_baselines and s.store:
-            from pytest_vitperf.verdicts.baselines.sql import SqlStore
+            from pytest_vitperf.store.sql import SqlStore
 
             return SqlStore(s.store)
         return JsonDirStorage(s.baseline_dir) if s.baseline_dir is not None else None

@@ -1,6 +1,6 @@
-"""`vitperf ab` (verdicts/ab.py, report/ab.py, cli/ab.py, cli/ab_turns.py): the balanced order, the per-round ratios,
-the verdicts and their error rate on recorded rounds, the exit codes and the markdown; and the whole command on a CPU,
-with a candidate whose model sleeps five times as long per call."""
+"""`vitperf ab` (verdicts/ab.py and the ab/ room: run.py, turns.py, formats.py): the balanced order, the per-round
+ratios, the verdicts and their error rate on recorded rounds, the exit codes and the markdown; and the whole command
+on a CPU, with a candidate whose model sleeps five times as long per call."""
 
 from __future__ import annotations
 
@@ -15,12 +15,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pytest_vitperf.ab.formats import github_action_benchmark, markdown
+from pytest_vitperf.ab.plan import PROCESS_PLAN, compile_mode, own_builds, shared_parts, suite_args
+from pytest_vitperf.ab.turns import ENDED, SideFailed, in_turn
 from pytest_vitperf.cli import main
-from pytest_vitperf.cli.ab_plan import PROCESS_PLAN, compile_mode, own_builds, shared_parts, suite_args
-from pytest_vitperf.cli.ab_turns import ENDED, SideFailed, in_turn
 from pytest_vitperf.engines import REPRODUCIBLE_PARTS
 from pytest_vitperf.measure.measurement import read_benchmark_json
-from pytest_vitperf.report.ab import github_action_benchmark, markdown
+from pytest_vitperf.store.sql import SqlStore
 from pytest_vitperf.verdicts.ab import (
     EXIT_SAME,
     EXIT_SLOWER,
@@ -40,7 +41,6 @@ from pytest_vitperf.verdicts.ab import (
     pairs,
     rounds_to_see,
 )
-from pytest_vitperf.verdicts.baselines.sql import SqlStore
 from tests.test_baselines_workflow import CONFTEST, TEST
 
 
@@ -493,7 +493,7 @@ def test_vitperf_ab_finds_a_candidate_five_times_slower_and_explains_where_its_t
         ["ab-run.json", "explain-A.json", "explain-B.json"] + [f"prepare-{s}.json" for s in "AB"]
         + [f"round{i}-{s}.json" for i in range(3) for s in "AB"]
     )
-    # the prepares measured with no warm-up (ab_plan.PREPARE_PLAN, after the suite's); the rounds as the suite asked
+    # the prepares measured with no warm-up (ab.plan.PREPARE_PLAN, after the suite's); the rounds as the suite asked
     warm = [read_benchmark_json(work / f"{n}.json")[0].spec.options["warmup_ms"] for n in ("prepare-A", "round0-A")]
     assert warm == [0, 50]
     # each round's process compiled in a cache of its own, removed after it; the sides' prepared caches stay
@@ -609,7 +609,7 @@ def test_the_first_processes_start_while_the_prepares_run_and_run_after_them(
 
 
 def test_a_gpu_is_guessed_where_nvml_counts_one_that_cuda_visible_devices_does_not_hide() -> None:
-    from pytest_vitperf.cli.ab_turns import gpu_likely
+    from pytest_vitperf.ab.turns import gpu_likely
     from pytest_vitperf.workers import host_gpu_count
 
     assert not gpu_likely({"CUDA_VISIBLE_DEVICES": ""}) and not gpu_likely({"CUDA_VISIBLE_DEVICES": "-1"})
@@ -654,7 +654,7 @@ def test_the_time_line_gives_the_median_round_process_of_each_side(tmp_path: Pat
     57: a round measured 4 s of its 51-63 s). The rounds are a stored H100 process's JSON with records added."""
     from dataclasses import asdict
 
-    from pytest_vitperf.cli.ab_report import round_time, time_lines
+    from pytest_vitperf.ab.report import round_time, time_lines
     from pytest_vitperf.workers import WorkerRecord
 
     stored = json.loads((Path(__file__).parent / "data" / "h100-vit_base-rounds-benchmark.json").read_text())

@@ -20,6 +20,14 @@ from hypothesis import strategies as st
 
 from pytest_vitperf.cli import main
 from pytest_vitperf.engines.trtexec import TraceFileError, read_compute_ms
+from pytest_vitperf.store.baselines import (
+    Baseline,
+    BaselineFileError,
+    BaselineKey,
+    JsonDirStorage,
+    Run,
+    read_file,
+)
 from pytest_vitperf.verdicts.baselines.compare import (
     IMPROVEMENT,
     OTHER_BOARD,
@@ -33,14 +41,6 @@ from pytest_vitperf.verdicts.baselines.compare import (
     settle,
 )
 from pytest_vitperf.verdicts.baselines.gate import prior_for
-from pytest_vitperf.verdicts.baselines.store import (
-    Baseline,
-    BaselineFileError,
-    BaselineKey,
-    JsonDirStorage,
-    Run,
-    read_file,
-)
 from pytest_vitperf.verdicts.baselines.upgrade import UpgradeError, build_report
 from pytest_vitperf.verdicts.stats import Prior
 from tests.conftest import REPO
@@ -115,7 +115,7 @@ def test_corrupt_files_are_named_and_never_overwritten(tmp_path: Path, text: str
 WRITER = """
 import sys, random
 from pathlib import Path
-from pytest_vitperf.verdicts.baselines.store import Baseline, BaselineKey, JsonDirStorage
+from pytest_vitperf.store.baselines import Baseline, BaselineKey, JsonDirStorage
 root, tag, n = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 store = JsonDirStorage(root)
 for i in range(n):

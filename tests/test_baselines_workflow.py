@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_vitperf.verdicts.baselines.store import Baseline, BaselineKey, JsonDirStorage
+from pytest_vitperf.store.baselines import Baseline, BaselineKey, JsonDirStorage
 
 ARGS = (
     "--gpu-bench",

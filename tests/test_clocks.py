@@ -120,8 +120,8 @@ def test_without_nvml_there_are_no_clocks_and_no_error() -> None:
 def test_on_another_board_a_slowdown_that_disappears_in_cycles_is_the_clocks_not_a_regression() -> None:
     from dataclasses import replace
 
+    from pytest_vitperf.store.baselines import Baseline, BaselineKey, Run
     from pytest_vitperf.verdicts.baselines.compare import REGRESSION, WITHIN_NOISE, compare
-    from pytest_vitperf.verdicts.baselines.store import Baseline, BaselineKey, Run
 
     # FP16 b64 as recorded on one board (6.301 ms at 1740 MHz, five runs), then 15.9% slower on another board with
     # the SM clock at 1500 MHz: -0.1% in cycles.
@@ -161,8 +161,8 @@ def test_noise_targeted_sampling_stops_at_the_target_or_the_timeout() -> None:
 
 
 def test_a_baseline_keeps_the_clock_readings_of_its_samples(h100: dict[str, Measurement], tmp_path: Path) -> None:
+    from pytest_vitperf.store.baselines import JsonDirStorage
     from pytest_vitperf.verdicts.baselines.gate import to_baseline
-    from pytest_vitperf.verdicts.baselines.store import JsonDirStorage
 
     m = h100["fp16"]
     b = to_baseline(m, {"power_limit_w": 700.0}, {"kind": "measured"})

@@ -20,16 +20,16 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pytest_vitperf.ab.run import RUN_FILE, _begin
+from pytest_vitperf.ab.turns import SideFailed
 from pytest_vitperf.cli import main
-from pytest_vitperf.cli.ab import RUN_FILE, _begin
-from pytest_vitperf.cli.ab_turns import SideFailed
 from pytest_vitperf.cli.floors import _key, _merge
 from pytest_vitperf.core.errors import VitperfError
 from pytest_vitperf.core.files import FileError
 from pytest_vitperf.measure.measurement import read_benchmark_json
-from pytest_vitperf.verdicts.baselines.history import SCHEMA as HISTORY_SCHEMA
-from pytest_vitperf.verdicts.baselines.history import _read as read_history
-from pytest_vitperf.verdicts.baselines.store import read_file as read_baselines
+from pytest_vitperf.store.baselines import read_file as read_baselines
+from pytest_vitperf.store.history import SCHEMA as HISTORY_SCHEMA
+from pytest_vitperf.store.history import _read as read_history
 from pytest_vitperf.verdicts.floors import FloorsFile
 
 REPO = Path(__file__).resolve().parents[1]

@@ -13,6 +13,7 @@ import pytest
 
 from pytest_vitperf.measure.clocks import ClockReading
 from pytest_vitperf.measure.measurement import Measurement, Spec
+from pytest_vitperf.store.baselines import JsonDirStorage
 from pytest_vitperf.verdicts.baselines.compare import (
     CYCLES,
     FALSE_ALARM,
@@ -24,7 +25,6 @@ from pytest_vitperf.verdicts.baselines.compare import (
     WITHIN_NOISE,
 )
 from pytest_vitperf.verdicts.baselines.gate import Outcome, judge, key_for, prior_for, settle_outcomes
-from pytest_vitperf.verdicts.baselines.store import JsonDirStorage
 
 DATA = Path(__file__).parent / "data" / "gate" / "h200-gate-2026-11-27.json"
 

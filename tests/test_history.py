@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from pytest_vitperf.cli import main
 from pytest_vitperf.measure.measurement import Measurement, Spec
-from pytest_vitperf.verdicts.baselines.history import HistoryFileError, append, find_steps, series, steps
+from pytest_vitperf.store.history import HistoryFileError, append, find_steps, series, steps
 from tests.conftest import FAST
 
 T0 = datetime(2026, 11, 1, 2, 0, tzinfo=timezone.utc)

@@ -19,7 +19,7 @@ from pytest_vitperf.measure.measurement import read_benchmark_json
 from pytest_vitperf.report.exports import github_action_benchmark
 from pytest_vitperf.report.tables import interval_notes, summary
 from pytest_vitperf.results import stored_rows
-from pytest_vitperf.verdicts.baselines.sql import _judged
+from pytest_vitperf.store.sql import _judged
 from pytest_vitperf.verdicts.floors import Verdict
 from pytest_vitperf.verdicts.rows import RowVerdict, judge_rows
 from tests.conftest import AGAIN, FAST
@@ -147,7 +147,7 @@ def test_generated_rows_read_the_same_in_every_output(candidates: dict, noise: i
         shown = text[(r.model, r.precision, str(r.batch))]
         assert shown["verdict"] == r.verdict_text() and extra[r.precision].endswith(f"verdict: {r.verdict_text()}")
         assert shown["vs fp16"] == r.ratio_text()
-        stored = _judged(r)
+        stored = _judged(r.to_dict())
         assert (stored["verdict"], stored["floor"]) == (r.outcome, r.floor)
         judged = verdicts.get(r.key)
         if judged is not None:

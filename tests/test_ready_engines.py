@@ -111,14 +111,14 @@ def test_a_model_no_ready_engine_can_be_made_of_compiles_the_usual_way_and_the_w
 
 @pytest.mark.parametrize("part", ["inductor", "ready"])
 def test_vitperf_ab_rounds_borrow_compiled_engines_only_where_compiles_make_no_timed_choice(part: str) -> None:
-    from pytest_vitperf.cli.ab_plan import shared_parts
+    from pytest_vitperf.ab.plan import shared_parts
 
     assert part in shared_parts([])  # the sides compile deterministically unless told otherwise
     assert part not in shared_parts(["--vitperf-compile=default"])
 
 
 def test_vitperf_ab_says_whether_every_round_of_a_side_ran_the_one_build(tmp_path: Path) -> None:
-    from pytest_vitperf.cli.ab_report import ready_engines, ready_line
+    from pytest_vitperf.ab.report import ready_engines, ready_line
 
     src = Path(__file__).parent / "data" / "h100-vit_base-rounds-benchmark.json"
     same = {"fp16": "aa01", "bf16": "bb01", "fp8": "cc01", "int8": "dd01"}
@@ -136,7 +136,7 @@ def test_vitperf_ab_says_whether_every_round_of_a_side_ran_the_one_build(tmp_pat
 
 def test_vitperf_ab_says_how_long_a_load_took_and_each_process_s_slowest(tmp_path: Path) -> None:
     """As on an H200 (2026-11-29): each process's first load took 0.56-0.81 s, the others about 0.09 s."""
-    from pytest_vitperf.cli.ab_report import ready_engines, ready_line
+    from pytest_vitperf.ab.report import ready_engines, ready_line
 
     src = Path(__file__).parent / "data" / "h100-vit_base-rounds-benchmark.json"
     same = {"fp16": "aa01", "bf16": "bb01", "fp8": "cc01", "int8": "dd01"}

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from pytest_vitperf.cli import main
-from pytest_vitperf.verdicts.baselines.history import Folder, open_history
-from pytest_vitperf.verdicts.baselines.sql import SqlStore, StoreError
+from pytest_vitperf.store.history import Folder
+from pytest_vitperf.store.sql import SqlStore, StoreError, open_history
 from tests.conftest import FAST, REPO
 from tests.test_history import T0, measured, two_steps
 
@@ -94,7 +94,7 @@ def test_runs_read_back_as_a_history_folder_reads_them(store_url: str, tmp_path:
 
 WRITER = """
 import sys
-from pytest_vitperf.verdicts.baselines.sql import SqlStore
+from pytest_vitperf.store.sql import SqlStore
 from tests.test_history import measured
 store = SqlStore(sys.argv[1])
 for i in range(int(sys.argv[2])):
@@ -114,7 +114,7 @@ def test_concurrent_writers_land_every_row_once(store_url: str) -> None:
 
 KILLED = """
 import os, signal, sys
-from pytest_vitperf.verdicts.baselines import sql
+from pytest_vitperf.store import sql
 from tests.test_history import measured
 store = sql.SqlStore(sys.argv[1])
 store.append([measured("fp16", 6.0)])  # one whole run first
@@ -160,7 +160,7 @@ def test_ab_verdicts_land_as_one_run_of_their_own(store_url: str) -> None:
             Row("vit_base fp16 b1", "latency", 2, None, None, SAME, float("inf"))]  # fmt: skip
     facts = {"a": "python3", "b": "env X=1 python3", "device": "GPU 0", "threshold": 0.01, "confidence": 0.95}
     store = SqlStore(store_url)
-    run = store.append_ab(rows, facts)
+    run = store.append_ab([r.to_dict() for r in rows], facts)
     assert store.counts() == (1, 0)  # a run, and no measurement rows: its rows are verdicts
     with store.engine.connect() as c:
         got = c.exec_driver_sql("SELECT r.uid, a.name, a.gpu, a.ratio, a.ratio_low, a.detectable, a.verdict, a.side_b "
@@ -212,8 +212,8 @@ def test_a_rows_runs_in_the_store_are_its_baseline(store_url: str) -> None:
     """--vitperf-store-baselines: the gate reads a row's runs in the store as it reads a baseline file's: a START begins
     a new group (the reference), a FLAGGED run is left out, the newest MAX_RUNS count, and another GPU model's runs
     are named, never judged with."""
+    from pytest_vitperf.store.baselines import MAX_RUNS
     from pytest_vitperf.verdicts.baselines.gate import COMPARED, ELSEWHERE, FLAGGED, START, judge, key_for, prior_for
-    from pytest_vitperf.verdicts.baselines.store import MAX_RUNS
 
     store = SqlStore(store_url)
     nights = [(6.50, None), (6.55, None), (6.48, None), (7.20, FLAGGED), (6.00, START), (6.05, None), (6.02, None)]

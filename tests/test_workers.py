@@ -19,8 +19,8 @@ from pytest_vitperf.engines.models import MODEL_NAMES
 from pytest_vitperf.measure.measurement import Measurement, Spec
 from pytest_vitperf.report.tables import summary
 from pytest_vitperf.results import export
+from pytest_vitperf.store.baselines import JsonDirStorage
 from pytest_vitperf.verdicts.baselines.gate import to_baseline, write
-from pytest_vitperf.verdicts.baselines.store import JsonDirStorage
 from pytest_vitperf.verdicts.rows import judge_rows
 from pytest_vitperf.workers import (
     ENGINE_S,

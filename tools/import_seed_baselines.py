@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from pytest_vitperf.verdicts.baselines.store import Baseline, BaselineKey, JsonDirStorage
+from pytest_vitperf.store.baselines import Baseline, BaselineKey, JsonDirStorage
 
 GPU = "NVIDIA RTX PRO 6000 Blackwell Workstation Edition"
 MODEL = "vit_base_patch16_224"

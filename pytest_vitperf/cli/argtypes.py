@@ -52,7 +52,7 @@ def floor(text: str) -> tuple[str, float]:
 
 def store(text: str) -> str:
     """A store's URL (or a file that becomes a SQLite one), refused before any round runs if it cannot be one."""
-    from pytest_vitperf.verdicts.baselines.sql import url_problem
+    from pytest_vitperf.store.sql import url_problem
 
     problem = url_problem(text)
     if problem is not None:

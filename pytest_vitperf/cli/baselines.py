@@ -20,7 +20,7 @@ DEFAULT_FLOORS = Path("suites") / "floors.json"
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from pytest_vitperf.verdicts.baselines.store import JsonDirStorage
+    from pytest_vitperf.store.baselines import JsonDirStorage
     from pytest_vitperf.verdicts.baselines.upgrade import build_report
     from pytest_vitperf.verdicts.floors import FloorsFile
 
@@ -48,8 +48,8 @@ def _compare(args: argparse.Namespace) -> int:
 def _import_trtexec(args: argparse.Namespace) -> int:
     from pytest_vitperf.engines.trtexec import read_compute_ms
     from pytest_vitperf.measure.measurement import Measurement, Spec
+    from pytest_vitperf.store.baselines import JsonDirStorage
     from pytest_vitperf.verdicts.baselines.gate import to_baseline
-    from pytest_vitperf.verdicts.baselines.store import JsonDirStorage
 
     samples = read_compute_ms(args.file)
     spec = Spec(args.model, args.precision, args.batch, args.backend, args.version, args.gpu, timer="trtexec")
@@ -65,7 +65,7 @@ def _import_trtexec(args: argparse.Namespace) -> int:
 
 def _show(args: argparse.Namespace) -> int:
     from pytest_vitperf.core.precision import sort_key
-    from pytest_vitperf.verdicts.baselines.store import JsonDirStorage, read_file
+    from pytest_vitperf.store.baselines import JsonDirStorage, read_file
 
     path = Path(args.path)
     if not path.exists():
@@ -105,7 +105,8 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _history(args: argparse.Namespace) -> int:
-    from pytest_vitperf.verdicts.baselines.history import Folder, figure_name, open_history, plot, steps
+    from pytest_vitperf.store.history import Folder, figure_name, plot, steps
+    from pytest_vitperf.store.sql import open_history
 
     history = open_history(args.dir)
     all_series = history.series()

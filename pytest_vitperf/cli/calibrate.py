@@ -22,7 +22,7 @@ from pytest_vitperf.cli import argtypes
 from pytest_vitperf.cli.baselines import DEFAULT_BASELINES
 from pytest_vitperf.core import processes
 from pytest_vitperf.report.tables import table
-from pytest_vitperf.verdicts.baselines.store import BaselineStorage
+from pytest_vitperf.store.baselines import BaselineStorage
 from pytest_vitperf.verdicts.stats import Prior
 
 
@@ -34,8 +34,8 @@ def _pytest(args: argparse.Namespace, *extra: str) -> list[str]:
 
 
 def _storage(args: argparse.Namespace) -> BaselineStorage:
-    from pytest_vitperf.verdicts.baselines.sql import SqlStore
-    from pytest_vitperf.verdicts.baselines.store import JsonDirStorage
+    from pytest_vitperf.store.baselines import JsonDirStorage
+    from pytest_vitperf.store.sql import SqlStore
 
     return SqlStore(args.store) if args.store else JsonDirStorage(args.baseline_dir)
 

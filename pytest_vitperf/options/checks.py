@@ -57,7 +57,7 @@ def check_paths(s: Settings) -> None:
 
 
 def _store_problem(url: str) -> str | None:
-    from pytest_vitperf.verdicts.baselines.sql import url_problem
+    from pytest_vitperf.store.sql import url_problem
 
     return url_problem(url)
 

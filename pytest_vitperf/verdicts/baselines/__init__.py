@@ -1,13 +1,13 @@
 """Baselines per backend version and GPU: storage, comparison, and trtexec imports."""
 
-from pytest_vitperf.verdicts.baselines.compare import Comparison, compare
-from pytest_vitperf.verdicts.baselines.store import (
+from pytest_vitperf.store.baselines import (
     Baseline,
     BaselineFileError,
     BaselineKey,
     BaselineStorage,
     JsonDirStorage,
 )
+from pytest_vitperf.verdicts.baselines.compare import Comparison, compare
 
 __all__ = [
     "Baseline",

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_vitperf.verdicts.stats import Prior, Spread, false_discoveries, pooled_spread, spread_prior
 
 if TYPE_CHECKING:
-    from pytest_vitperf.verdicts.baselines.store import Baseline, Run
+    from pytest_vitperf.store.baselines import Baseline, Run
 
 THRESHOLD = 0.03  # the practical threshold: a change smaller than this is never worth a red nightly
 FALSE_ALARM = 0.05  # Benjamini-Hochberg's rate over a run's rows; under A/A, the chance that a run flags anything

@@ -17,6 +17,20 @@ from typing import Any
 
 from pytest_vitperf.core.files import FileError
 from pytest_vitperf.measure.measurement import Measurement
+from pytest_vitperf.store.baselines import (
+    FLAGGED,
+    MAX_RUNS,
+    RUN,
+    START,
+    Baseline,
+    BaselineFileError,
+    BaselineKey,
+    BaselineStorage,
+    JsonDirStorage,
+    Run,
+    key_for,
+    tool,
+)
 from pytest_vitperf.verdicts.baselines.compare import (
     BOARD_SPREAD,
     FALSE_ALARM,
@@ -27,15 +41,6 @@ from pytest_vitperf.verdicts.baselines.compare import (
     matrix_prior,
     settle,
 )
-from pytest_vitperf.verdicts.baselines.store import (
-    MAX_RUNS,
-    Baseline,
-    BaselineFileError,
-    BaselineKey,
-    BaselineStorage,
-    JsonDirStorage,
-    Run,
-)
 from pytest_vitperf.verdicts.stats import Prior
 
 COMPARED = "compared"
@@ -43,7 +48,6 @@ MISSING = "missing"
 ELSEWHERE = "elsewhere"
 UNREADABLE = "unreadable"
 # What a run's row is to its row's baseline in a store (sql.baseline_runs reads them back).
-START, RUN, FLAGGED = "start", "run", "flagged"
 # Environment facts that change performance without changing the baseline's key.
 _FINGERPRINT = ("driver", "cuda_runtime", "torch", "modelopt", "tensorrt", "tensorrt-rtx", "power_limit_w")
 
@@ -96,13 +100,6 @@ class Write:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Write:
         return cls(**{**d, "key": BaselineKey(**d["key"])})
-
-
-def key_for(m: Measurement) -> BaselineKey:
-    s = m.spec
-    return BaselineKey(
-        s.backend, s.backend_version or "unknown", s.device, s.model, s.precision, s.batch, bool(s.options.get("cold"))
-    )
 
 
 def _source(b: Baseline) -> str:
@@ -212,13 +209,6 @@ def to_baseline(m: Measurement, environment: dict[str, Any], provenance: dict[st
         provenance={"date": str(date.today()), **provenance},
         runs=(run_of(m),),
     )
-
-
-def tool() -> str:
-    """This plugin and its version, as baselines and stores record what wrote them."""
-    from pytest_vitperf.measure.env import version_of
-
-    return f"pytest-vitperf {version_of('pytest-vitperf') or ''}".strip()
 
 
 def measured_provenance(m: Measurement, nodeid: str) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from typing import Any
 
 from pytest_vitperf.core.precision import REFERENCE, sort_key
 from pytest_vitperf.measure.env import slug
+from pytest_vitperf.store.baselines import Baseline, BaselineStorage
 from pytest_vitperf.verdicts.baselines.compare import (
     FALSE_ALARM,
     IMPROVEMENT,
@@ -23,7 +24,6 @@ from pytest_vitperf.verdicts.baselines.compare import (
     compare,
     settle,
 )
-from pytest_vitperf.verdicts.baselines.store import Baseline, BaselineStorage
 from pytest_vitperf.verdicts.floors import FloorsFile
 
 

@@ -14,15 +14,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-from pytest_vitperf.cli.ab_explain import LABEL
-from pytest_vitperf.cli.ab_plan import PREPARE_PLAN, own_builds, shared_parts, suite_args
+from pytest_vitperf.ab.explain import LABEL
+from pytest_vitperf.ab.plan import PREPARE_PLAN, own_builds, shared_parts, suite_args
 from pytest_vitperf.core import processes
 from pytest_vitperf.options import TURN_DONE, WAIT_FOR
 
 if TYPE_CHECKING:
     from pytest_vitperf.verdicts.ab import Process
 
-ENDED = ".ended"  # beside a process's JSON: when it ended (ab_report.round_time)
+ENDED = ".ended"  # beside a process's JSON: when it ended (report.round_time)
 DONE = ".done"  # beside it: touched by the process once its last test has run (--vitperf-turn-done)
 
 
@@ -189,3 +189,11 @@ def again(args: argparse.Namespace, resume: bool = False) -> str:
     opts += [f"--work-dir {shlex.quote(str(args.work_dir))}"] if args.work_dir else []
     opts += ["--reuse-compiles"] * bool(args.reuse_compiles) + ["--resume"] * bool(args.resume or resume)
     return " ".join(["vitperf ab", *opts, "--", *map(shlex.quote, args.pytest_args)])
+
+
+def recorded(work: Path, label: str, side: str, args: argparse.Namespace, say: bool = True) -> Process | None:
+    """A process that an earlier run of this work folder finished, or None (never run, or cut off mid-write)."""
+    try:
+        return read(work, side, label, 0, args, say) if (work / f"{label}-{side}.json").exists() else None
+    except SideFailed:
+        return None

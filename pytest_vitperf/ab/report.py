@@ -1,5 +1,5 @@
 """`vitperf ab`'s results written: the verdict table (with --explain's findings) on stdout, and --markdown, --json
-and --export; the exit code of the verdicts. Shared by one GPU's run and the run split over GPUs (ab_gpus)."""
+and --export; the exit code of the verdicts. Shared by one GPU's run and the run split over GPUs (gpus.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_vitperf.cli.ab_plan import compile_mode, shared_parts
-from pytest_vitperf.cli.ab_turns import ENDED
+from pytest_vitperf.ab.plan import compile_mode, shared_parts
+from pytest_vitperf.ab.turns import ENDED
 from pytest_vitperf.engines import INDUCTOR_PART, READY_PART
 
 if TYPE_CHECKING:
@@ -134,9 +134,9 @@ def report(rows: list[Row], device: str, rounds: int, looks: int, work: Path, ar
            explained: dict[str, Any] | None = None, odd: Sequence[str] = ()) -> int:  # fmt: skip
     """The table (and --explain's findings) on stdout, --markdown, --json and --export written; the exit code of
     the verdicts."""
-    from pytest_vitperf.cli.ab_explain import as_json
-    from pytest_vitperf.cli.ab_explain import markdown as explanations
-    from pytest_vitperf.report.ab import github_action_benchmark, markdown
+    from pytest_vitperf.ab.explain import as_json
+    from pytest_vitperf.ab.explain import markdown as explanations
+    from pytest_vitperf.ab.formats import github_action_benchmark, markdown
     from pytest_vitperf.verdicts.ab import STATE, exit_code
 
     facts = {"a": args.a, "b": args.b, "device": device, "threshold": args.threshold, "confidence": args.confidence,
@@ -161,8 +161,8 @@ def report(rows: list[Row], device: str, rounds: int, looks: int, work: Path, ar
         if path is not None:
             path.write_text(text)  # an OSError fails the command: a gate must not believe it wrote its verdicts
     if args.store is not None:  # a StoreError fails it too (cli.main: one line, exit 2)
-        from pytest_vitperf.verdicts.baselines.sql import SqlStore
+        from pytest_vitperf.store.sql import SqlStore
 
-        run = SqlStore(args.store).append_ab(rows, facts)
+        run = SqlStore(args.store).append_ab([r.to_dict() for r in rows], facts)
         print(f"vitperf ab: verdicts added to the store {args.store} as run {run}")
     return code

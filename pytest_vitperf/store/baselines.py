@@ -38,6 +38,7 @@ from filelock import FileLock
 
 from pytest_vitperf.core.files import FileError, read_json, write_atomic
 from pytest_vitperf.measure.env import slug
+from pytest_vitperf.measure.measurement import Measurement
 
 SCHEMA = 1
 _STATISTICS = ("median", "mean")
@@ -295,3 +296,23 @@ class JsonDirStorage:
     def all(self) -> Iterator[Baseline]:
         for f in sorted(self.root.glob("*/*/*/*.json")):
             yield from read_file(f).values()
+
+
+# What a row of a store's run is to its baseline (verdicts/baselines/gate.roles decides it): the start of a new one,
+# one more run of it, or a change the gate flagged, which no later baseline takes for its reference.
+START, RUN, FLAGGED = "start", "run", "flagged"
+
+
+def key_for(m: Measurement) -> BaselineKey:
+    """The row a measurement is a run of: what changes performance (backend and version, GPU) and what it is."""
+    s = m.spec
+    return BaselineKey(
+        s.backend, s.backend_version or "unknown", s.device, s.model, s.precision, s.batch, bool(s.options.get("cold"))
+    )
+
+
+def tool() -> str:
+    """This plugin and its version, as baselines and stores record what wrote them."""
+    from pytest_vitperf.measure.env import version_of
+
+    return f"pytest-vitperf {version_of('pytest-vitperf') or ''}".strip()

@@ -21,18 +21,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from filelock import FileLock
 
 from pytest_vitperf.core.files import FileError, read_json, write_atomic
 from pytest_vitperf.measure.env import slug
 from pytest_vitperf.measure.measurement import Measurement
-from pytest_vitperf.verdicts.baselines.gate import key_for
-from pytest_vitperf.verdicts.baselines.store import BaselineKey
-
-if TYPE_CHECKING:
-    from pytest_vitperf.verdicts.rows import RowVerdict
+from pytest_vitperf.store.baselines import BaselineKey, key_for
 
 SCHEMA = 1
 # PELT's penalty in units of sigma^2 * ln(n) (sigma: the series' noise, from its successive differences). On 200
@@ -119,7 +115,7 @@ class History(Protocol):
         self,
         measurements: Iterable[Measurement],
         when: datetime | None = None,
-        rows: Iterable[RowVerdict] = (),
+        rows: Iterable[Mapping[str, Any]] = (),
         *,
         roles: Mapping[BaselineKey, str] | None = None,
         environment: Mapping[str, Any] | None = None,
@@ -138,7 +134,7 @@ class Folder:
         self,
         measurements: Iterable[Measurement],
         when: datetime | None = None,
-        rows: Iterable[RowVerdict] = (),
+        rows: Iterable[Mapping[str, Any]] = (),
         *,
         roles: Mapping[BaselineKey, str] | None = None,
         environment: Mapping[str, Any] | None = None,
@@ -148,15 +144,6 @@ class Folder:
 
     def series(self) -> dict[tuple[str, str, str, str], list[Point]]:
         return series(self.root)
-
-
-def open_history(where: str | Path) -> History:
-    """A database (--vitperf-store's URL, or a SQLite file) or a folder (--vitperf-history)."""
-    if "://" in str(where) or Path(where).is_file():
-        from pytest_vitperf.verdicts.baselines.sql import SqlStore
-
-        return SqlStore(where)
-    return Folder(Path(where))
 
 
 def find_steps(values: list[float], penalty: float = PENALTY) -> list[int]:

@@ -12,5 +12,5 @@ def run_migrations() -> None:
         context.run_migrations()
 
 
-if __name__ != "pytest_vitperf.verdicts.baselines.migrations.env":  # run by Alembic, not imported
+if __name__ != "pytest_vitperf.store.migrations.env":  # run by Alembic, not imported
     run_migrations()

@@ -27,17 +27,14 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_vitperf.core.files import FileError
 from pytest_vitperf.measure.measurement import Measurement
-from pytest_vitperf.verdicts.baselines.gate import FLAGGED, RUN, START, key_for, tool
-from pytest_vitperf.verdicts.baselines.history import Point, entry_of
-from pytest_vitperf.verdicts.baselines.store import MAX_RUNS, Baseline, BaselineKey, Run
+from pytest_vitperf.store.baselines import FLAGGED, MAX_RUNS, RUN, START, Baseline, BaselineKey, Run, key_for, tool
+from pytest_vitperf.store.history import Folder, History, Point, entry_of
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
 
     import sqlalchemy as sa
 
-    from pytest_vitperf.verdicts.ab import Row
-    from pytest_vitperf.verdicts.rows import RowVerdict
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 SCHEMES = ("sqlite", "postgresql")
@@ -133,7 +130,7 @@ class SqlStore:
         self,
         measurements: Iterable[Measurement],
         when: datetime | None = None,
-        rows: Iterable[RowVerdict] = (),
+        rows: Iterable[Mapping[str, Any]] = (),
         *,
         roles: Mapping[BaselineKey, str] | None = None,
         environment: Mapping[str, Any] | None = None,
@@ -143,7 +140,7 @@ class SqlStore:
         summary."""
         import sqlalchemy as sa
 
-        judged = {(r.key, r.gpu_uuid): r for r in rows}
+        judged = {((r["model"], r["precision"], r["batch"], r["backend"]), r["gpu_uuid"]): r for r in rows}
         roles = roles or {}
         table = [{**_row(m), **_judged(judged.get((m.spec.key, m.spec.gpu_uuid))), "role": roles.get(key_for(m), RUN)}
                  for m in measurements]  # fmt: skip
@@ -155,9 +152,9 @@ class SqlStore:
         starts = sum(r["role"] == START for r in table)
         return [f"run {run['uid']} ({len(table)} rows" + (f", {starts} starting new baselines)" if starts else ")")]
 
-    def append_ab(self, rows: Iterable[Row], facts: dict[str, Any], when: datetime | None = None) -> str:
-        """One `vitperf ab` run: a `runs` row and its verdicts (B over A with its interval, per row and GPU), in one
-        transaction; its id."""
+    def append_ab(self, rows: Iterable[Mapping[str, Any]], facts: dict[str, Any], when: datetime | None = None) -> str:
+        """One `vitperf ab` run: a `runs` row and its verdicts (B over A with its interval, per row and GPU; each as
+        verdicts/ab.Row.to_dict gives it), in one transaction; its id."""
         import sqlalchemy as sa
 
         run = _run(when, f"vitperf ab ({tool()})")
@@ -301,23 +298,31 @@ def _row(m: Measurement) -> dict[str, Any]:
             "median_ms": e["median"], "cov": e["cov"], "n": e["n"], "sm_mhz": e["sm_mhz"]}  # fmt: skip
 
 
-def _judged(r: RowVerdict | None) -> dict[str, Any]:
-    """A row's record as the summary shows it; every row names the same columns: one insert takes them all."""
+def _judged(r: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A row's record (verdicts/rows.RowVerdict.to_dict) as the summary shows it; every row names the same columns:
+    one insert takes them all."""
     if r is None:
         return dict.fromkeys(("reference", "speedup", "floor", "verdict", "speedup_low", "speedup_high"))
-    i = r.time
+    i = r["time"] or {}
     # With rounds, the speedup is the interval's own estimate, as the summary prints it: the ratio of the two
     # medians can fall just outside the interval of the rounds' ratios.
-    return {"reference": r.reference, "speedup": i.estimate if i else r.speedup, "floor": r.floor,
-            "verdict": r.outcome, "speedup_low": i.low if i else None, "speedup_high": i.high if i else None}
+    return {"reference": r["reference"], "speedup": i.get("estimate", r["speedup"]), "floor": r["floor"],
+            "verdict": r["outcome"], "speedup_low": i.get("low"), "speedup_high": i.get("high")}  # fmt: skip
 
 
-def _ab_row(r: Row) -> dict[str, Any]:
-    i = r.interval
-    return {"name": r.name, "what": r.what, "gpu": r.gpu, "rounds": r.rounds, "verdict": r.verdict,
-            "ratio": i.estimate if i else None, "ratio_low": i.low if i else None, "ratio_high": i.high if i else None,
-            "detectable": r.detectable if math.isfinite(r.detectable) else None}  # fmt: skip
+def _ab_row(r: Mapping[str, Any]) -> dict[str, Any]:
+    i = r["interval"] or {}
+    return {"name": r["name"], "what": r["what"], "gpu": r["gpu"], "rounds": r["rounds"], "verdict": r["verdict"],
+            "ratio": i.get("estimate"), "ratio_low": i.get("low"), "ratio_high": i.get("high"),
+            "detectable": r["detectable"]}  # fmt: skip
 
 
 def _first_line(exc: BaseException) -> str:
     return (str(getattr(exc, "orig", None) or exc).splitlines() or [type(exc).__name__])[0][:300]
+
+
+def open_history(where: str | Path) -> History:
+    """A database (--vitperf-store's URL, or a SQLite file) or a folder (--vitperf-history)."""
+    if "://" in str(where) or Path(where).is_file():
+        return SqlStore(where)
+    return Folder(Path(where))

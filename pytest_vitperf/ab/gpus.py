@@ -19,10 +19,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_vitperf.cli.ab import _recorded
-from pytest_vitperf.cli.ab_plan import suite_args
-from pytest_vitperf.cli.ab_report import report, two_states
-from pytest_vitperf.cli.ab_turns import again
+from pytest_vitperf.ab.plan import suite_args
+from pytest_vitperf.ab.report import report, two_states
+from pytest_vitperf.ab.turns import again, recorded
 from pytest_vitperf.core import processes
 
 if TYPE_CHECKING:
@@ -68,7 +67,7 @@ def _rounds(folder: Path, count: int, args: argparse.Namespace) -> list[tuple[Pr
     """The `count` rounds a GPU's run recorded in its work folder."""
     out = []
     for i in range(count):
-        a, b = (_recorded(folder, f"round{i}", side, args, say=False) for side in "AB")
+        a, b = (recorded(folder, f"round{i}", side, args, say=False) for side in "AB")
         if a is None or b is None:
             raise RuntimeError(f"{folder}: round {i} is not whole; run again: {again(args, resume=True)}")
         out.append((a, b))

@@ -1,0 +1,212 @@
+"""`vitperf ab`: the current environment (A) and a candidate (B) measured side by side on one GPU.
+
+Each side is a venv, a Python interpreter, or a command prefix that starts one (a container run), with
+pytest-vitperf installed. Each side first runs the suites once into its own cache folder (not timed; both sides at
+once), which keeps what every build of the same inputs reproduces (exports, calibrations, converted models, and
+Inductor's kernels compiled without timed choices). Then every round runs one fresh process per side, in ABBA BAAB
+order; each builds whatever else its engines need (a build that times candidates is a draw: two compiles of one
+engine differed by up to 7.5%), so that the rounds' B/A ratios sample builds as well as processes (verdicts/ab.py).
+With a time budget, rows still unknown get more rounds, four at a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pytest_vitperf.ab.explain import chosen, explain
+from pytest_vitperf.ab.turns import Running, SideFailed, again, end, host_timed, in_turn, read, recorded, start
+from pytest_vitperf.core import processes
+from pytest_vitperf.verdicts.ab import BLOCK, families_in, judge, more_rounds, order, other_states, pairs
+
+if TYPE_CHECKING:
+    from pytest_vitperf.verdicts.ab import Process, Row
+
+EXAMPLE = "vitperf ab --a .venv --b /opt/candidate-venv --budget-s 600 -- suites/test_vit_latency.py"
+
+
+def side_command(env: str) -> list[str]:
+    """The command that starts a side's Python: a venv folder's bin/python, an interpreter, or a command prefix."""
+    path = Path(env)
+    if path.is_dir():
+        python = path / "bin" / "python"
+        if not python.exists():
+            raise argparse.ArgumentTypeError(f"{env} is a folder without bin/python: give a venv, an interpreter or "
+                                             f"a command prefix, e.g. {EXAMPLE}")  # fmt: skip
+        return [str(python)]
+    return [env] if path.is_file() else shlex.split(env)
+
+
+RUN_FILE = "ab-run.json"  # what a work folder was run with, so that --resume continues only the same run
+
+
+def _what(args: argparse.Namespace) -> dict[str, object]:
+    return {"a": args.a, "b": args.b, "pytest_args": args.pytest_args, "reuse_compiles": args.reuse_compiles}
+
+
+def _write_run(work: Path, args: argparse.Namespace, looks: int) -> None:
+    (work / RUN_FILE).write_text(json.dumps({**_what(args), "looks": looks}, indent=1))
+
+
+def _begin(work: Path, args: argparse.Namespace) -> int:
+    """The looks already taken at the rounds a resumed run continues (each one counts against the confidence)."""
+    if not args.resume:
+        for old in [*work.glob("round*-[AB].*"), *work.glob("prepare-[AB].*"), *work.glob("explain-[AB].*")]:
+            old.unlink()  # an earlier run's processes: a later --resume must not take them for this run's
+        _write_run(work, args, 0)
+        return 0
+    try:
+        earlier = json.loads((work / RUN_FILE).read_text())
+        looks = int(earlier.pop("looks"))
+        if looks < 0:
+            raise ValueError(looks)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, OverflowError, RecursionError):
+        raise SideFailed(f"{work / RUN_FILE} holds no earlier vitperf ab run to resume; start one without --resume: "
+                         f"{again(args).replace(' --resume', '')}") from None  # fmt: skip
+    if earlier != _what(args):
+        raise SideFailed(f"{work / RUN_FILE} holds a run of other sides or suites; resume that "
+                         f"one, or start this one elsewhere: {again(args).replace(' --resume', '')}")  # fmt: skip
+    return looks
+
+
+def _rounds(
+    first: int,
+    sides: list[tuple[str, str]],
+    commands: dict[str, list[str]],
+    work: Path,
+    args: argparse.Namespace,
+    env: dict[str, str],
+    prepare: Callable[[], None],
+) -> list[tuple[Process, Process]]:
+    """Rounds `first`, `first` + 1, ... in their `sides` orders: as an earlier run of the work folder recorded them
+    (--resume), else run now, in turn. A round is run whole or not at all, so that its order holds. `prepare` comes
+    first, while the first round's process starts (turns.in_turn)."""
+    earlier = {}
+    for i in range(first, first + len(sides)):
+        a, b = (recorded(work, f"round{i}", s, args) if args.resume else None for s in "AB")
+        if a is not None and b is not None:
+            earlier[i] = (a, b)
+    tasks = [(f"round{i}", s) for i, pair in enumerate(sides, start=first) if i not in earlier for s in pair]
+
+    def overlap() -> bool:
+        prepare()
+        return not host_timed(work)
+
+    ran = dict(zip(tasks, in_turn(tasks, commands, work, args, env, overlap), strict=True))
+    return [earlier.get(i) or (ran[(f"round{i}", "A")], ran[(f"round{i}", "B")])
+            for i in range(first, first + len(sides))]  # fmt: skip
+
+
+def _prepare(commands: dict[str, list[str]], work: Path, args: argparse.Namespace, env: dict[str, str]) -> None:
+    """Both sides' prepare processes, at once: the rounds borrow only what every build reproduces, which contention
+    cannot change, and a cold prepare takes about 100 s a side. With --reuse-compiles the rounds load every build of
+    the prepare, timed choices included, so one side at a time: both at once once left an A/A's side B with an FP16
+    b64 kernel 3.3% slower in every round (H100)."""
+    if args.reuse_compiles:
+        for s in "AB":
+            in_turn([("prepare", s)], commands, work, args, env, overlap=False)
+        return
+    started: list[Running] = []
+    try:
+        for s in "AB":
+            with processes.held():
+                started.append(start(commands[s], s, "prepare", work, args, env))
+        codes = [end(r) for r in started]
+    finally:
+        for r in started:
+            if r.popen.returncode is None:
+                end(r, kill=True)  # interrupted while the other was waited for
+    for s, rc in zip("AB", codes, strict=True):
+        read(work, s, "prepare", rc, args)  # a side that failed raises here, after both have ended
+
+
+def _run(
+    commands: dict[str, list[str]], work: Path, args: argparse.Namespace, env: dict[str, str]
+) -> tuple[int, list[tuple[Process, Process]], list[Row]]:
+    """The prepares (unless a resumed run has them; the first round's process starts meanwhile), then the rounds:
+    --rounds, else a block, and then as many more as the budget pays for while rows are unknown or, without
+    --rounds, its throughput rows cannot yet see twice the threshold (verdicts.ab.more_rounds): the looks taken, the
+    rounds, and the rows judged."""
+    run_began = time.monotonic()
+    looks = _begin(work, args)
+    prepared = args.resume and all(recorded(work, "prepare", s, args) for s in "AB")
+    block_began = 0.0
+
+    def prepare() -> None:  # before a block's rounds: the prepares the first time; the rounds are timed from then
+        nonlocal prepared, block_began
+        if not prepared:
+            _prepare(commands, work, args, env)
+            prepared = True
+        block_began = time.monotonic()
+
+    rounds: list[tuple[Process, Process]] = []
+    planned = args.rounds or BLOCK
+    aim = None if args.rounds else 2 * args.threshold
+    while True:
+        before = len(rounds)
+        rounds += _rounds(before, order(planned)[before:], commands, work, args, env, prepare)
+        per_round = (time.monotonic() - block_began) / (len(rounds) - before)  # resumed ones cost nothing: a low guess
+        looks += 1
+        _write_run(work, args, looks)
+        rows = judge(pairs(rounds), threshold=args.threshold, confidence=args.confidence, looks=looks,
+                     two_states=families_in(other_states(rounds)))  # fmt: skip
+        more = more_rounds(rows, len(rounds), looks, aim=aim, threshold=args.threshold, confidence=args.confidence,
+                           per_round_s=per_round, left_s=args.budget_s - (time.monotonic() - run_began))  # fmt: skip
+        if not more:
+            return looks, rounds, rows
+        planned += more
+
+
+def _kept(work: Path, args: argparse.Namespace) -> str:
+    """What an interrupted run leaves for --resume: the processes that finished, as the work folder holds them."""
+    prepared = [s for s in "AB" if recorded(work, "prepare", s, args, say=False)]
+    done = 0
+    while all(recorded(work, f"round{done}", s, args, say=False) for s in "AB"):
+        done += 1
+    return (f"Kept in {work}: {len(prepared)} of 2 prepares and {done} whole round(s); not run: "
+            f"{'the rounds' if len(prepared) < 2 else f'round {done} on'}")  # fmt: skip
+
+
+def run(args: argparse.Namespace) -> int:
+    """`vitperf ab` with its parsed arguments (cli/ab.py); the exit code of its verdicts."""
+    if args.rounds is not None and args.rounds < 3:
+        print(f"vitperf ab: an interval needs 3 rounds or more: {EXAMPLE}", file=sys.stderr)
+        return 2
+    try:
+        commands = {"A": side_command(args.a), "B": side_command(args.b)}
+    except argparse.ArgumentTypeError as exc:
+        print(f"vitperf ab: {exc}", file=sys.stderr)
+        return 2
+    work = args.work_dir = Path(args.work_dir or tempfile.mkdtemp(prefix="vitperf-ab-"))  # named in what to run next
+    work.mkdir(parents=True, exist_ok=True)
+    if args.gpus:
+        from pytest_vitperf.ab.gpus import split_over_gpus
+
+        return split_over_gpus(commands, work, args)
+    env = dict(os.environ, **({"CUDA_VISIBLE_DEVICES": args.gpu} if args.gpu is not None else {}))
+    explained = None
+    try:
+        with processes.interruptible():
+            looks, rounds, rows = _run(commands, work, args, env)
+            if (args.explain or args.explain_all) and (names := chosen(rows, args.explain_all)):
+                overlap = not host_timed(work)
+                explained = explain(names, lambda t, ns: in_turn(t, commands, work, ns, env, overlap), work, args)
+    except SideFailed as exc:
+        print(f"vitperf ab: {exc}", file=sys.stderr)
+        return 2
+    except processes.Interrupted as exc:
+        print(f"vitperf ab: {exc}, and every process it started has ended. {_kept(work, args)}; resume with: "
+              f"{again(args, resume=True)}", file=sys.stderr)  # fmt: skip
+        return exc.code
+    device = f"GPU {args.gpu}" if args.gpu is not None else "the default device"
+    from pytest_vitperf.ab.report import report, two_states
+
+    return report(rows, device, len(rounds), looks, work, args, explained, two_states(other_states(rounds)))
