@@ -17,8 +17,8 @@ _LAZY = {
     "Backend": "pytest_vitperf.engines.backends.base",
     "Engine": "pytest_vitperf.engines.backends.base",
     "SelfTimed": "pytest_vitperf.engines.backends.base",
-    "build_model": "pytest_vitperf.engines.models",
-    "quantization_coverage": "pytest_vitperf.engines.coverage",
+    "build_model": "pytest_vitperf.engines.models.zoo",
+    "quantization_coverage": "pytest_vitperf.engines.onnx.coverage",
     "check_attention_shapes": "pytest_vitperf.attention",
     "assert_quantization_friendly": "pytest_vitperf.attention",
 }

@@ -10,7 +10,7 @@ import pytest
 
 if TYPE_CHECKING:
     from pytest_vitperf.engines.backends import Backend
-    from pytest_vitperf.engines.models import ModelFactory
+    from pytest_vitperf.engines.models.zoo import ModelFactory
 
 
 @pytest.hookspec(firstresult=True)

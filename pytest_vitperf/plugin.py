@@ -116,7 +116,7 @@ def pytest_report_header(config: pytest.Config) -> str:
     session = get_session(config)
     if not session.settings.enabled:
         return f"vitperf: benchmarks off (enable with {GPU_BENCH})"
-    from pytest_vitperf.engines.models import weights_note
+    from pytest_vitperf.engines.models.zoo import weights_note
     from pytest_vitperf.hookspec import registered_models
     from pytest_vitperf.measure.env import header_line
 

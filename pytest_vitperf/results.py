@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_vitperf.core.files import FileError, read_json
-from pytest_vitperf.engines.plan import PlanRecord
+from pytest_vitperf.engines.tensorrt.plan import PlanRecord
 from pytest_vitperf.measure.measurement import NOISY_COV, Measurement
 from pytest_vitperf.session import VitperfSession
 from pytest_vitperf.verdicts.baselines.gate import Outcome, Write

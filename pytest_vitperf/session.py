@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_vitperf.core.precision import PRECISIONS, unsupported_reason
-from pytest_vitperf.engines.plan import PlanRecord
-from pytest_vitperf.engines.reference import same_weights
+from pytest_vitperf.engines.models.reference import same_weights
+from pytest_vitperf.engines.tensorrt.plan import PlanRecord
 from pytest_vitperf.hookspec import model_hooks, registered_models
 from pytest_vitperf.measure.clocks import NvmlProbe
 from pytest_vitperf.measure.measurement import Measurement, Spec
@@ -198,9 +198,9 @@ class VitperfSession:
         built = self._models.get(model_name)
         if built is None or built[1] != hooks:
             start = time.perf_counter()
-            from pytest_vitperf.engines.digits import trained_model
-            from pytest_vitperf.engines.folder import calibrate_on
-            from pytest_vitperf.engines.models import DIGITS_MODEL, make_model
+            from pytest_vitperf.engines.models.digits import trained_model
+            from pytest_vitperf.engines.models.folder import calibrate_on
+            from pytest_vitperf.engines.models.zoo import DIGITS_MODEL, make_model
             factory = registered_models(self.config).get(model_name) if self.config is not None else None
             if model_name == DIGITS_MODEL and factory is None:
                 model = trained_model()
@@ -248,10 +248,10 @@ class VitperfSession:
             torch.cuda.empty_cache()
 
     def reference(self, engine: Engine) -> torch.Tensor:
-        """The FP32 model's output on the engine's fixed input, once per (model, batch) (engines/reference.py)."""
+        """The FP32 model's output on the engine's fixed input, once per (model, batch) (engines/models/reference)."""
         key = (engine.model_name, engine.batch)
         if key not in self._references:
-            from pytest_vitperf.engines.reference import fp32_reference
+            from pytest_vitperf.engines.models.reference import fp32_reference
 
             model = self.model(engine.model_name)
             self._references[key] = fp32_reference(model, engine.model_name, engine.batch, self.settings.cache_dir)

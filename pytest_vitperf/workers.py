@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_vitperf.core.precision import PRECISIONS
-from pytest_vitperf.engines.models import NAME, canonical_model_name
+from pytest_vitperf.engines.models.zoo import NAME, canonical_model_name
 from pytest_vitperf.options import SHARE_DEVICES, THREADS, WAIT_FOR
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")

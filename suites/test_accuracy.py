@@ -37,9 +37,9 @@ def test_nvfp4_weight_errors_stay_within_the_provable_bound(vitperf_session, rec
     import torch
 
     from pytest_vitperf.core.precision import get_precision
-    from pytest_vitperf.engines.cpu_quant import cpu_block_quant
-    from pytest_vitperf.engines.models import DIGITS_MODEL
-    from pytest_vitperf.engines.recipes import apply
+    from pytest_vitperf.engines.models.zoo import DIGITS_MODEL
+    from pytest_vitperf.engines.quant.cpu import cpu_block_quant
+    from pytest_vitperf.engines.quant.recipes import apply
     from pytest_vitperf.numerics import sqnr_db
     from pytest_vitperf.numerics.bounds import nvfp4_block_bound
 

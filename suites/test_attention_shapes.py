@@ -11,7 +11,7 @@ import pytest
 
 from pytest_vitperf.attention import judge, read_shape
 from pytest_vitperf.core.precision import PRECISIONS, get_precision
-from pytest_vitperf.engines.models import DIGITS_MODEL, MODEL_NAMES, QF_VIT, build_model
+from pytest_vitperf.engines.models.zoo import DIGITS_MODEL, MODEL_NAMES, QF_VIT, build_model
 
 pytestmark = pytest.mark.gpu_bench
 

@@ -8,8 +8,8 @@ its time in FP16 GEMMs)."""
 import onnx
 import pytest
 
-from pytest_vitperf.engines.coverage import quantization_coverage
-from pytest_vitperf.engines.recipes import export_ahead, export_onnx
+from pytest_vitperf.engines.onnx.coverage import quantization_coverage
+from pytest_vitperf.engines.quant.recipes import export_ahead, export_onnx
 
 pytestmark = pytest.mark.gpu_bench
 FULL = ["fp8", "int8", "int8-smoothquant", "mxfp8", "nvfp4"]

@@ -12,7 +12,7 @@ import pytest
 import torch
 from PIL import Image
 
-from pytest_vitperf.engines import digits, folder
+from pytest_vitperf.engines.models import digits, folder
 from tests.test_digits import accuracy_suite
 
 

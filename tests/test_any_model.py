@@ -1,4 +1,4 @@
-"""Any model a user deploys (engines/models.py, hookspec.pytest_vitperf_models, --vitperf-weights): timm names with
+"""Any model a user deploys (engines/models/zoo.py, hookspec.pytest_vitperf_models, --vitperf-weights): timm names with
 the closest names for a typo, a conftest-registered model through the latency suite, weights from a file, and one
 line for weights that do not fit."""
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_vitperf.engines.models import build_model, canonical_model_name, unknown_model_reason
+from pytest_vitperf.engines.models.zoo import build_model, canonical_model_name, unknown_model_reason
 from pytest_vitperf.measure.measurement import read_benchmark_json
 from pytest_vitperf.workers import family_of
 from tests.conftest import FAST
@@ -211,8 +211,8 @@ def test_a_model_whose_fused_attention_does_not_export_is_exported_unfused() -> 
     from timm.models.eva import Eva
 
     from pytest_vitperf.core.precision import get_precision
-    from pytest_vitperf.engines.models import retry_unfused
-    from pytest_vitperf.engines.recipes import export
+    from pytest_vitperf.engines.models.zoo import retry_unfused
+    from pytest_vitperf.engines.quant.recipes import export
 
     # EVA-02's attention (rotary embeddings, one fused SDPA call), small
     torch.manual_seed(0)

@@ -24,7 +24,7 @@ from pytest_vitperf.attention import (
     read_shape,
 )
 from pytest_vitperf.core.precision import PRECISIONS
-from pytest_vitperf.engines.models import build_model, build_vit
+from pytest_vitperf.engines.models.zoo import build_model, build_vit
 
 
 def export(model: torch.nn.Module, size: int | tuple[int, int]) -> onnx.ModelProto:

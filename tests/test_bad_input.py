@@ -19,8 +19,8 @@ import pytest
 import torch
 
 from pytest_vitperf.core.precision import get_precision
-from pytest_vitperf.engines.models import build_model
-from pytest_vitperf.engines.recipes import apply
+from pytest_vitperf.engines.models.zoo import build_model
+from pytest_vitperf.engines.quant.recipes import apply
 from pytest_vitperf.options.checks import IMAGE_SUFFIXES
 
 REPO = Path(__file__).resolve().parents[1]
@@ -125,7 +125,7 @@ def test_the_image_suffixes_are_torchvisions() -> None:
 
 
 def test_a_torch_save_archive_passes_the_header_check(tmp_path: Path) -> None:
-    from pytest_vitperf.engines.models import weights_problem
+    from pytest_vitperf.engines.models.zoo import weights_problem
 
     torch.save({"w": torch.zeros(2)}, tmp_path / "ok.pth")
     assert zipfile.is_zipfile(tmp_path / "ok.pth") and weights_problem(tmp_path / "ok.pth") is None

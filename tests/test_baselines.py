@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_vitperf.cli import main
-from pytest_vitperf.engines.trtexec import TraceFileError, read_compute_ms
+from pytest_vitperf.engines.tensorrt.trtexec import TraceFileError, read_compute_ms
 from pytest_vitperf.store.baselines import (
     Baseline,
     BaselineFileError,
@@ -274,7 +274,7 @@ def test_reruns_of_one_real_measurement_are_flagged_at_most_at_the_false_alarm_r
     ones, and a loaded CI run flagged two rows.)"""
     from pytest_vitperf.core.settings import Settings
     from pytest_vitperf.engines.backends.torch import TorchBackend
-    from pytest_vitperf.engines.models import build_model
+    from pytest_vitperf.engines.models.zoo import build_model
     from pytest_vitperf.measure.env import Device
     from pytest_vitperf.measure.timing import sample
 

@@ -10,8 +10,8 @@ import torch
 
 from pytest_vitperf.core.errors import VitperfError
 from pytest_vitperf.core.precision import get_precision
-from pytest_vitperf.engines.models import build_model
-from pytest_vitperf.engines.recipes import apply
+from pytest_vitperf.engines.models.zoo import build_model
+from pytest_vitperf.engines.quant.recipes import apply
 
 X = torch.randn(2, 3, 224, 224, generator=torch.Generator().manual_seed(5))
 
@@ -106,9 +106,9 @@ def test_a_bmm_attention_calibration_restores_whatever_ran_before_it_in_the_proc
     import sys
 
     code = (
-        "import sys; from pathlib import Path; from pytest_vitperf.engines.models import build_model; "
-        "from pytest_vitperf.core.precision import get_precision; from pytest_vitperf.engines.recipes import apply, "
-        "register_quant_attention\n"
+        "import sys; from pathlib import Path; from pytest_vitperf.engines.models.zoo import build_model; "
+        "from pytest_vitperf.core.precision import get_precision\n"
+        "from pytest_vitperf.engines.quant.recipes import apply, register_quant_attention\n"
         "if sys.argv[2] == 'fp8-attn first': register_quant_attention()\n"
         "apply(get_precision('int8').recipe, build_model('vit_digits'), cache_dir=Path(sys.argv[1]))\n"
         "print(len(list((Path(sys.argv[1]) / 'calibration').iterdir())))"

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from pytest_vitperf.engines.cpu_quant import block_fake_quant, cpu_block_quant, mxfp8_fake_quant, nvfp4_fake_quant
+from pytest_vitperf.engines.quant.cpu import block_fake_quant, cpu_block_quant, mxfp8_fake_quant, nvfp4_fake_quant
 from pytest_vitperf.numerics.bounds import mx_block_bound, nvfp4_block_bound
 from pytest_vitperf.numerics.formats import E4M3
 from pytest_vitperf.numerics.mx import quantize_mx

@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_vitperf.core.precision import TaskBound
-from pytest_vitperf.engines import digits
-from pytest_vitperf.engines.models import DIGITS_MODEL, build_model
+from pytest_vitperf.engines.models import digits
+from pytest_vitperf.engines.models.zoo import DIGITS_MODEL, build_model
 from pytest_vitperf.verdicts.accuracy import first_nonfinite, task_accuracy, task_failures
 from tests.conftest import FAST, REPO
 
@@ -69,7 +69,7 @@ def test_an_unusable_checkpoint_is_one_line_that_says_how_to_mend_it(tmp_path: P
 
         save_file({k: v.contiguous() for k, v in build_model("vit_tiny").state_dict().items()}, str(path))
     with pytest.raises(RuntimeError, match=r"^the digits checkpoint .* is unusable \(.+\); reinstall pytest-vitperf, "
-                       r"or train it again: python -m pytest_vitperf.engines.digits$") as exc:  # fmt: skip
+                       r"or train it again: python -m pytest_vitperf.engines.models.digits$") as exc:  # fmt: skip
         digits.trained_model(path)
     assert "\n" not in str(exc.value)
 

@@ -10,11 +10,11 @@ import pytest
 import torch
 
 from pytest_vitperf.core.precision import PRECISIONS, get_precision
-from pytest_vitperf.engines import recipes
-from pytest_vitperf.engines.coverage import quantization_coverage
-from pytest_vitperf.engines.models import build_model
-from pytest_vitperf.engines.plan import BuildOptions, PlanCache, build_cached
-from pytest_vitperf.engines.recipes import export_ahead, export_onnx, opset
+from pytest_vitperf.engines.models.zoo import build_model
+from pytest_vitperf.engines.onnx.coverage import quantization_coverage
+from pytest_vitperf.engines.quant import recipes
+from pytest_vitperf.engines.quant.recipes import export_ahead, export_onnx, opset
+from pytest_vitperf.engines.tensorrt.plan import BuildOptions, PlanCache, build_cached
 from pytest_vitperf.workers import use_threads
 
 DATA = Path(__file__).parent / "data"
@@ -187,7 +187,7 @@ def test_engine_cache_never_trusts_a_bad_entry(exports: dict[str, bytes], tmp_pa
 
 
 def test_parser_errors_are_reported() -> None:
-    from pytest_vitperf.engines.plan import EngineBuildError
+    from pytest_vitperf.engines.tensorrt.plan import EngineBuildError
 
     with pytest.raises(EngineBuildError, match="the ONNX parser refused the graph"):
         build_cached(trt, "tensorrt-rtx", trt.__version__, b"not an onnx file", TARGET)
@@ -250,7 +250,7 @@ def test_tensorrt_backend_skips_without_tensorrt() -> None:
 
 
 def test_coverage_says_how_many_gemms_it_could_not_count() -> None:
-    from pytest_vitperf.engines.coverage import CoverageReport, Gemm
+    from pytest_vitperf.engines.onnx.coverage import CoverageReport, Gemm
 
     counted = [Gemm("/fc1/MatMul", "MatMul", 300, "fp8"), Gemm("/attn/MatMul", "MatMul", 100, "high", attention=True)]
     report = CoverageReport(list(counted))

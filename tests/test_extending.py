@@ -28,8 +28,8 @@ register(replace(against_fp32, reference="fp32"))
 BACKEND = """
 import time
 
-from pytest_vitperf.engines.models import fixed_input
-from pytest_vitperf.engines.recipes import export_onnx
+from pytest_vitperf.engines.models.zoo import fixed_input
+from pytest_vitperf.engines.quant.recipes import export_onnx
 from pytest_vitperf.measure.timing import PerfCounterClock
 
 

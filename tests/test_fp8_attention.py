@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 
 from pytest_vitperf.core.errors import NotBuilt
 from pytest_vitperf.core.settings import Settings
-from pytest_vitperf.engines import fp8_attention
 from pytest_vitperf.engines.backends.torch import TorchBackend
-from pytest_vitperf.engines.fp8_attention import E4M3_MAX, sdpa_fp8
-from pytest_vitperf.engines.models import build_model
+from pytest_vitperf.engines.models.zoo import build_model
+from pytest_vitperf.engines.quant import fp8_attention
+from pytest_vitperf.engines.quant.fp8_attention import E4M3_MAX, sdpa_fp8
 from pytest_vitperf.measure.env import Device
 from pytest_vitperf.numerics import cosine
 
@@ -106,7 +106,7 @@ def test_fp8_attn_runs_attention_in_fp8_on_the_torch_backend() -> None:
 
 def test_an_attention_with_norms_between_stays_in_fp16() -> None:
     """timm's q/k norms sit between qkv and the product: FP8 attention would skip them, so that block is kept."""
-    from pytest_vitperf.engines.models import build_vit
+    from pytest_vitperf.engines.models.zoo import build_vit
 
     model = build_vit(img_size=32, patch_size=8, embed_dim=64, depth=1, num_heads=2, num_classes=16, qk_norm=True)
     summary = prepare_on_cpu("fp8-attn", model, "qk_norm_vit").describe()["quantization"]
@@ -129,7 +129,7 @@ def test_a_gpu_without_the_extra_skips_its_precision_with_the_install_line(
     before anything is calibrated."""
     import importlib.util
 
-    from pytest_vitperf.engines import fp8_mlp
+    from pytest_vitperf.engines.quant import fp8_mlp
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == module else real(name, *a))

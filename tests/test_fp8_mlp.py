@@ -11,8 +11,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_vitperf.engines.fp8_attention import E4M3_MAX
-from pytest_vitperf.engines.fp8_mlp import linear_gelu_fp8, unsupported
+from pytest_vitperf.engines.quant.fp8_attention import E4M3_MAX
+from pytest_vitperf.engines.quant.fp8_mlp import linear_gelu_fp8, unsupported
 from pytest_vitperf.numerics import cosine
 from tests.test_fp8_attention import computes_the_model_unlike_fp8, prepare_on_cpu
 
@@ -93,7 +93,7 @@ def test_a_converted_fused_model_is_restored_from_the_cache(tmp_path: Any) -> No
 def test_an_mlp_that_is_not_plain_gelu_stays_unfused() -> None:
     """A SiLU MLP (cuBLASLt's epilogue applies GELU) and one with a norm between GELU and fc2 stay as in fp8, and the
     summary says why."""
-    from pytest_vitperf.engines.models import build_vit
+    from pytest_vitperf.engines.models.zoo import build_vit
 
     model = build_vit(img_size=32, patch_size=8, embed_dim=64, depth=2, num_heads=2, num_classes=16,
                       act_layer=torch.nn.SiLU)  # fmt: skip

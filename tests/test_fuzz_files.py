@@ -186,7 +186,7 @@ def _torch_mutations(seed: bytes) -> st.SearchStrategy[bytes]:
 @FUZZ
 @given(data=_torch_mutations(WEIGHTS), suffix=st.sampled_from([".pth", ".safetensors"]))
 def test_weights_files(tmp_path: Path, data: bytes, suffix: str) -> None:
-    from pytest_vitperf.engines.models import _load_state_dict
+    from pytest_vitperf.engines.models.zoo import _load_state_dict
 
     _check(tmp_path, f"ckpt{suffix}", data, _load_state_dict, ValueError)
 
@@ -197,8 +197,8 @@ def calibrated() -> tuple[torch.nn.Module, bytes, Any]:
     import tempfile
 
     from pytest_vitperf.core.precision import get_precision
-    from pytest_vitperf.engines.models import build_model
-    from pytest_vitperf.engines.recipes import apply
+    from pytest_vitperf.engines.models.zoo import build_model
+    from pytest_vitperf.engines.quant.recipes import apply
 
     model = build_model("test_vit").eval()
     recipe = get_precision("int8").recipe
@@ -212,7 +212,7 @@ def calibrated() -> tuple[torch.nn.Module, bytes, Any]:
 @given(data=st.data())
 def test_calibration_cache_entries(tmp_path: Path, calibrated: tuple[torch.nn.Module, bytes, Any], data: Any) -> None:
     """A damaged entry is calibrated again (restore gives None) or refused in one line that names it."""
-    from pytest_vitperf.engines.recipes import CalibrationCache
+    from pytest_vitperf.engines.quant.recipes import CalibrationCache
 
     model, entry, recipe = calibrated
     raw = data.draw(_torch_mutations(entry))

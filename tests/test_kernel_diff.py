@@ -144,7 +144,7 @@ def test_an_eager_torch_engine_is_profiled_by_module_on_a_cpu() -> None:
     modules' times add up to the ops'. A compiled engine gives no module times (its kernels are fused)."""
     from pytest_vitperf.core.settings import Settings
     from pytest_vitperf.engines.backends.torch import TorchBackend
-    from pytest_vitperf.engines.models import build_model
+    from pytest_vitperf.engines.models.zoo import build_model
     from pytest_vitperf.measure.env import Device
 
     engine = TorchBackend().prepare(build_model("vit_tiny"), model_name="vit_tiny_patch16_224", precision="fp32",
@@ -165,7 +165,7 @@ def test_a_delay_injected_on_a_cpu_is_where_the_change_went() -> None:
     from pytest_vitperf.core.settings import Settings
     from pytest_vitperf.engines.backends.torch import TorchBackend
     from pytest_vitperf.engines.delay import DELAY_LABEL, inject
-    from pytest_vitperf.engines.models import build_model
+    from pytest_vitperf.engines.models.zoo import build_model
     from pytest_vitperf.measure.env import Device
     from pytest_vitperf.measure.kernels import PROFILES
 

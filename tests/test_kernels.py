@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_vitperf.engines.models import build_model
+from pytest_vitperf.engines.models.zoo import build_model
 from pytest_vitperf.measure.kernels import (
     Breakdown,
     amdahl_ceiling,

@@ -11,7 +11,7 @@ import torch
 from pytest_vitperf.core.settings import Settings
 from pytest_vitperf.engines.backends import VitperfError
 from pytest_vitperf.engines.backends.torch import TorchBackend
-from pytest_vitperf.engines.models import build_model, build_vit, input_size
+from pytest_vitperf.engines.models.zoo import build_model, build_vit, input_size
 from pytest_vitperf.fixtures import check_output
 from pytest_vitperf.measure.env import Device
 
@@ -158,8 +158,8 @@ def test_the_sparse_recipe_leaves_every_linear_two_of_four() -> None:
     import modelopt.torch.sparsity as mts
 
     from pytest_vitperf.core.precision import get_precision
-    from pytest_vitperf.engines.realquant import is_24_sparse
-    from pytest_vitperf.engines.recipes import apply
+    from pytest_vitperf.engines.quant.realquant import is_24_sparse
+    from pytest_vitperf.engines.quant.recipes import apply
 
     model = mts.export(apply(get_precision("fp16-sparse24").recipe, build_model("vit_tiny")))
     linears = [m.weight for m in model.modules() if isinstance(m, torch.nn.Linear)]
@@ -195,7 +195,7 @@ def test_smoothquant_runs_its_pre_scales_on_the_int8_gemms() -> None:
     weights rescaled by their inverse), executed by real INT8 Linears that apply the pre-scales. Their output follows
     Model Optimizer's own fake-quantized model; without the pre-scales it would not (the weights hold the inverse)."""
     from pytest_vitperf.core.precision import get_precision
-    from pytest_vitperf.engines.recipes import apply
+    from pytest_vitperf.engines.quant.recipes import apply
     from pytest_vitperf.numerics import cosine
 
     engine = prepare(build_model("vit_tiny"), "int8-smoothquant", batch=2)
@@ -221,7 +221,7 @@ def test_a_linear_kept_in_high_precision_keeps_its_smoothquant_pre_scale(precisi
     one's cosine against Model Optimizer's fake quantization was 0.973 (0.997 with it; the fake quant also
     quantizes the head)."""
     from pytest_vitperf.core.precision import get_precision
-    from pytest_vitperf.engines.recipes import apply
+    from pytest_vitperf.engines.quant.recipes import apply
     from pytest_vitperf.numerics import cosine
 
     model = build_model("vit_digits")
@@ -242,7 +242,7 @@ def test_a_linear_kept_in_high_precision_keeps_its_smoothquant_pre_scale(precisi
 def test_a_converted_model_is_restored_bit_for_bit_without_model_optimizer(
     precision: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import pytest_vitperf.engines.recipes as recipes
+    import pytest_vitperf.engines.quant.recipes as recipes
 
     settings = Settings(cache_dir=tmp_path)
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 from pytest_vitperf.core.settings import Settings
 from pytest_vitperf.engines.backends.torch import TorchBackend
-from pytest_vitperf.engines.models import build_model
+from pytest_vitperf.engines.models.zoo import build_model
 from pytest_vitperf.measure.env import Device
 
 with warnings.catch_warnings(record=True) as said:
@@ -72,7 +72,7 @@ def test_the_real_quant_linears_can_be_saved_inside_a_compiled_model(tmp_path: P
     makes are module-level classes so that an FP8 or INT8 engine can be saved (seen refused on an H100 before)."""
     import torch
 
-    from pytest_vitperf.engines.quant_linears import Int8Linear
+    from pytest_vitperf.engines.quant.linears import Int8Linear
     from pytest_vitperf.engines.ready import compiled
 
     torch.manual_seed(0)

@@ -1,4 +1,4 @@
-"""The FP32 reference (engines/reference.py): computed once per cache folder and loaded by every later process,
+"""The FP32 reference (engines/models/reference.py): computed once per cache folder and loaded by every later process,
 keyed by the weights, and a damaged file said in one warning and written over."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from pytest_vitperf.engines import REPRODUCIBLE_PARTS
-from pytest_vitperf.engines.models import build_model
-from pytest_vitperf.engines.reference import PART, fp32_reference
+from pytest_vitperf.engines.models.reference import PART, fp32_reference
+from pytest_vitperf.engines.models.zoo import build_model
 
 NAME = "vit_tiny_patch16_224"
 
@@ -48,8 +48,8 @@ def test_a_weights_digest_is_taken_once_and_never_outlives_the_weights_it_was_ta
     soon as any tensor changes in place, is cast or moved, or is replaced."""
     import copy
 
-    from pytest_vitperf.engines import reference
-    from pytest_vitperf.engines.reference import same_weights, weights_digest
+    from pytest_vitperf.engines.models import reference
+    from pytest_vitperf.engines.models.reference import same_weights, weights_digest
 
     model = build_model(NAME)
     digest = weights_digest(model)

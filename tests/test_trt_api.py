@@ -14,7 +14,13 @@ from pathlib import Path
 import pytest
 
 import pytest_vitperf
-from pytest_vitperf.engines.trt_api import Usage, binding_names, mismatched_in_module, missing_from_bindings, usages
+from pytest_vitperf.engines.tensorrt.api import (
+    Usage,
+    binding_names,
+    mismatched_in_module,
+    missing_from_bindings,
+    usages,
+)
 
 PACKAGE = Path(pytest_vitperf.__file__).parent
 SOURCES = (PACKAGE / "engines" / "backends" / "tensorrt.py", PACKAGE / "engines" / "plan.py")

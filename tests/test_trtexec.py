@@ -16,7 +16,7 @@ import pytest
 from pytest_vitperf.core.errors import VitperfError
 from pytest_vitperf.core.files import FileError
 from pytest_vitperf.engines.backends.trtexec import TrtexecBackend, TrtexecEngine, TrtexecRTXBackend
-from pytest_vitperf.engines.trtexec import (
+from pytest_vitperf.engines.tensorrt.trtexec import (
     OUTPUT,
     build_command,
     missing_reason,
@@ -144,7 +144,7 @@ def test_the_engine_takes_its_samples_layers_profile_and_output_from_the_tool(st
     import torch
 
     from pytest_vitperf.engines.backends import SelfTimed
-    from pytest_vitperf.engines.models import fixed_input
+    from pytest_vitperf.engines.models.zoo import fixed_input
 
     e = _engine(stand_in, tmp_path / "model.engine")
     assert isinstance(e, SelfTimed)

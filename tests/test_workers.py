@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_vitperf.core.precision import PRECISIONS
-from pytest_vitperf.engines.models import MODEL_NAMES
+from pytest_vitperf.engines.models.zoo import MODEL_NAMES
 from pytest_vitperf.measure.measurement import Measurement, Spec
 from pytest_vitperf.report.tables import summary
 from pytest_vitperf.results import export

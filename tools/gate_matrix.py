@@ -15,9 +15,9 @@ from pathlib import Path
 
 from pytest_vitperf.measure.measurement import read_benchmark_json
 from pytest_vitperf.report.tables import table
+from pytest_vitperf.store.baselines import JsonDirStorage
 from pytest_vitperf.verdicts.baselines.compare import IMPROVEMENT, REGRESSION, compare, settle
 from pytest_vitperf.verdicts.baselines.gate import key_for, prior_for
-from pytest_vitperf.store.baselines import JsonDirStorage
 
 
 def main() -> None:

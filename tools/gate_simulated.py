@@ -21,8 +21,8 @@ import numpy as np
 from scipy.stats import binomtest
 
 from pytest_vitperf.report.tables import table
-from pytest_vitperf.verdicts.baselines.compare import WITHIN_NOISE, compare, matrix_prior, settle
 from pytest_vitperf.store.baselines import Baseline, BaselineKey, Run
+from pytest_vitperf.verdicts.baselines.compare import WITHIN_NOISE, compare, matrix_prior, settle
 
 UUID = "GPU-simulated"
 MATRICES = ("one spread", "inverse chi-square", "two clusters by latency", "two clusters at random")

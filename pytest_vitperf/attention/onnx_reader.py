@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from pytest_vitperf.attention.shape import AttentionBlock, AttentionShape
-from pytest_vitperf.engines.onnx_graph import Attention, Graph, infer_shapes, is_dq, is_q
+from pytest_vitperf.engines.onnx.graph import Attention, Graph, infer_shapes, is_dq, is_q
 
 Shapes = dict[str, list[int | None]]
 

@@ -7,7 +7,7 @@ import argparse
 
 
 def model(text: str) -> str:
-    from pytest_vitperf.engines.models import MODEL_NAMES, canonical_model_name
+    from pytest_vitperf.engines.models.zoo import MODEL_NAMES, canonical_model_name
 
     name = canonical_model_name(text)
     if name is None:

@@ -46,7 +46,7 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _import_trtexec(args: argparse.Namespace) -> int:
-    from pytest_vitperf.engines.trtexec import read_compute_ms
+    from pytest_vitperf.engines.tensorrt.trtexec import read_compute_ms
     from pytest_vitperf.measure.measurement import Measurement, Spec
     from pytest_vitperf.store.baselines import JsonDirStorage
     from pytest_vitperf.verdicts.baselines.gate import to_baseline

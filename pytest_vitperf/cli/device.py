@@ -72,7 +72,7 @@ def _selfcheck(args: argparse.Namespace) -> int:
 
     from pytest_vitperf.core.settings import Settings
     from pytest_vitperf.engines.backends.torch import TorchBackend
-    from pytest_vitperf.engines.models import build_model
+    from pytest_vitperf.engines.models.zoo import build_model
     from pytest_vitperf.measure.env import probe_device
     from pytest_vitperf.measure.timing import sample
     from pytest_vitperf.verdicts.stats import ratio_interval

@@ -18,9 +18,9 @@ def _export(args: argparse.Namespace) -> int:
     import onnx
     import torch
 
-    from pytest_vitperf.engines.coverage import quantization_coverage
-    from pytest_vitperf.engines.models import build_model
-    from pytest_vitperf.engines.recipes import export_onnx
+    from pytest_vitperf.engines.models.zoo import build_model
+    from pytest_vitperf.engines.onnx.coverage import quantization_coverage
+    from pytest_vitperf.engines.quant.recipes import export_onnx
 
     device = "cuda" if torch.cuda.is_available() else "cpu"  # on a CPU the block formats use cpu_quant's kernels
     model = build_model(args.model).to(device)

@@ -1,8 +1,8 @@
 """The precision registry: one entry per precision or recipe variant, and everything derived from it.
 
 An entry says what the precision stores (element formats), what it needs from the GPU, how Model Optimizer makes it
-(its `Recipe`, applied by engines/recipes.py), which built-in backends build it, where it sorts and what it is compared
-with. Adding a precision is one `register(...)` call (or one line of `_TABLE`); options, parametrization, the
+(its `Recipe`, applied by engines/quant/recipes.py), which built-in backends build it, where it sorts and what it is
+compared with. Adding a precision is one `register(...)` call (or one line of `_TABLE`); options, parametrization, the
 capability matrix, the summary's order, the TensorRT export and the torch backend all read it from here.
 
 A combination that cannot run is refused up front with a reason naming the device, its SM and what is needed,

@@ -1,5 +1,7 @@
-"""Making what is measured: models, precision recipes and their ONNX exports, TensorRT plans, the backends that turn
-a model into an engine, GEMM operands, and what an export quantizes (coverage)."""
+"""Making what is measured, grouped by what each part makes: models/ (the models and data sets), quant/ (precisions:
+recipes, exports, real-quant and fused kernels), onnx/ (an export's graph and what it quantizes), tensorrt/ (plans),
+backends/ (what turns a model into an engine); beside them GEMM operands (gemms.py), ready-to-load compiled engines
+(ready.py), weights' memory (memory.py) and the sensitivity self-test's delay (delay.py)."""
 
 # The parts of a --vitperf-cache-dir that come out the same from every build of the same inputs: exports,
 # calibrations, converted models, the FP32 reference outputs, compiled extensions. The rest (Inductor's kernels,

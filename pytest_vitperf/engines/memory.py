@@ -10,7 +10,7 @@ import os
 from typing import TYPE_CHECKING
 
 from pytest_vitperf.core.precision import get_precision
-from pytest_vitperf.engines.models import input_size
+from pytest_vitperf.engines.models.zoo import input_size
 
 if TYPE_CHECKING:
     import torch

@@ -34,7 +34,7 @@ def key(model: torch.nn.Module, *facts: object) -> str:
     """The artifact's name for `model` compiled under `facts` (mode, precision, batch, dtype, device)."""
     import torch
 
-    from pytest_vitperf.engines.realquant import code_hash
+    from pytest_vitperf.engines.quant.realquant import code_hash
     from pytest_vitperf.measure.env import version_of
 
     structure = [[name, f"{type(m).__module__}.{type(m).__qualname__}"] for name, m in model.named_modules()]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pytest_vitperf.core.settings import Settings
-from pytest_vitperf.engines.models import PRETRAINED, weights_problem
+from pytest_vitperf.engines.models.zoo import PRETRAINED, weights_problem
 from pytest_vitperf.options import (
     ACCURACY_DATA,
     BASELINE_DIR,

@@ -9,7 +9,7 @@ from dataclasses import fields
 from typing import TypeVar
 
 from pytest_vitperf.core.precision import PRECISIONS, TaskBound
-from pytest_vitperf.engines.models import MODEL_NAMES, PRETRAINED, canonical_model_name
+from pytest_vitperf.engines.models.zoo import MODEL_NAMES, PRETRAINED, canonical_model_name
 from pytest_vitperf.report.exports import FORMATS
 
 T = TypeVar("T")

@@ -12,7 +12,7 @@ import pytest
 
 from pytest_vitperf.core.precision import PRECISIONS
 from pytest_vitperf.core.settings import Settings
-from pytest_vitperf.engines.models import PRETRAINED
+from pytest_vitperf.engines.models.zoo import PRETRAINED
 from pytest_vitperf.hookspec import backend_names
 from pytest_vitperf.options import (
     BACKEND,

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 
 from pytest_vitperf.core.precision import get_precision, sort_key
 from pytest_vitperf.engines.gemms import KINDS, dense_peak, roofline, shape_of
-from pytest_vitperf.engines.plan import PlanRecord
+from pytest_vitperf.engines.tensorrt.plan import PlanRecord
 from pytest_vitperf.measure.clocks import CLOCK_SPAN_WARN, ClockComparison, compare_clocks, sm_span, unexpected_reasons
 from pytest_vitperf.measure.measurement import Measurement, Spec
 from pytest_vitperf.verdicts.accuracy import TaskAccuracy

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
     from pytest_vitperf.core.settings import Settings
     from pytest_vitperf.engines.backends.base import Engine
-    from pytest_vitperf.engines.plan import BuildOptions, BuildResult
+    from pytest_vitperf.engines.tensorrt.plan import BuildOptions, BuildResult
     from pytest_vitperf.measure.env import Device
     from pytest_vitperf.measure.kernels import Breakdown
     from pytest_vitperf.measure.layers import Layer, LayerTime
@@ -63,7 +63,7 @@ class TrtEngine:
         self._buffers: dict[str, tuple[int, int, Any, tuple[int, ...]]] = {}
         import numpy as np
 
-        from pytest_vitperf.engines.models import fixed_input
+        from pytest_vitperf.engines.models.zoo import fixed_input
 
         for i in range(self._engine.num_io_tensors):
             name = self._engine.get_tensor_name(i)
@@ -119,7 +119,7 @@ class TrtEngine:
         import numpy as np
         from cuda.bindings import runtime as rt
 
-        from pytest_vitperf.engines.models import fixed_input
+        from pytest_vitperf.engines.models.zoo import fixed_input
 
         name = next(n for n in self._buffers if self._engine.get_tensor_mode(n) == self.trt.TensorIOMode.INPUT)
         ptr, nbytes, dtype, shape = self._buffers[name]
@@ -247,9 +247,9 @@ class _TensorRTFamily:
         ahead-of-time build, which needs no GPU), from the precision's export; what to record about it; the export."""
         import onnx as onnx_lib
 
-        from pytest_vitperf.engines.coverage import quantization_coverage
-        from pytest_vitperf.engines.plan import BuildOptions, PlanCache, build_cached
-        from pytest_vitperf.engines.recipes import export_onnx
+        from pytest_vitperf.engines.onnx.coverage import quantization_coverage
+        from pytest_vitperf.engines.quant.recipes import export_onnx
+        from pytest_vitperf.engines.tensorrt.plan import BuildOptions, PlanCache, build_cached
 
         reason = self.precision_reason(precision)
         if reason is not None:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_vitperf.core.errors import NotBuilt, OutOfMemory, VitperfError
 from pytest_vitperf.core.precision import builtin_backend_reason, get_precision
 from pytest_vitperf.engines import INDUCTOR_PART
-from pytest_vitperf.engines.models import fixed_input, input_size
+from pytest_vitperf.engines.models.zoo import fixed_input, input_size
 from pytest_vitperf.measure.env import environ, version_of
 from pytest_vitperf.measure.timing import Clock, Laps, PerfCounterClock, TorchCudaEventClock
 
@@ -171,9 +171,9 @@ def _quantized(
     calibration takes, moved twice the bytes."""
     import torch
 
-    from pytest_vitperf.engines.realquant import ConvertedCache, convert, sparse24
-    from pytest_vitperf.engines.recipes import apply
-    from pytest_vitperf.engines.reference import same_weights
+    from pytest_vitperf.engines.models.reference import same_weights
+    from pytest_vitperf.engines.quant.realquant import ConvertedCache, convert, sparse24
+    from pytest_vitperf.engines.quant.recipes import apply
 
     cache = None
     if settings.cache_dir is not None and not p.recipe.sparse24:  # a 2:4 weight is a tensor subclass
@@ -218,7 +218,7 @@ def _refuse(p: Precision, device: Device) -> None:
             f"and fused MLPs with FP8 weights only, not {p.name}; build it with: --vitperf-backend tensorrt"
         )
     if fused and device.sm is not None:  # on a CPU the ops are plain torch
-        from pytest_vitperf.engines import fp8_attention, fp8_mlp
+        from pytest_vitperf.engines.quant import fp8_attention, fp8_mlp
 
         why = (fp8_attention if p.recipe.mha_fp8 else fp8_mlp).missing()
         if why is not None:
@@ -277,7 +277,7 @@ class TorchBackend:
     ) -> tuple[torch.nn.Module, str | None]:  # fmt: skip
         """`source` copied and converted to `p` on `dev` (its real-quant or 2:4 Linears, else cast), with what was
         converted; once per source, precision and device while an engine runs it, its batches sharing it."""
-        from pytest_vitperf.engines.reference import weights_digest
+        from pytest_vitperf.engines.models.reference import weights_digest
 
         key = (model_name, weights_digest(source), p.name, str(dtype), str(dev))
         shared = self._converted.get(key)

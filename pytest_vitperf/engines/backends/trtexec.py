@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_vitperf.core.errors import VitperfError
 from pytest_vitperf.core.files import FileError
 from pytest_vitperf.engines.backends.tensorrt import TensorRTRTXBackend, _TensorRTFamily
-from pytest_vitperf.engines.trtexec import (
+from pytest_vitperf.engines.tensorrt.trtexec import (
     LAYERS,
     OUTPUT,
     PROFILE,
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     import torch
 
     from pytest_vitperf.core.settings import Settings
-    from pytest_vitperf.engines.plan import BuildOptions
+    from pytest_vitperf.engines.tensorrt.plan import BuildOptions
     from pytest_vitperf.measure.env import Device
     from pytest_vitperf.measure.kernels import Breakdown
     from pytest_vitperf.measure.layers import Layer
@@ -126,7 +126,7 @@ class TrtexecEngine:
     def _write_input(self, folder: Path, x: torch.Tensor | None = None) -> dict[str, Path]:
         import torch
 
-        from pytest_vitperf.engines.models import fixed_input
+        from pytest_vitperf.engines.models.zoo import fixed_input
 
         x = fixed_input(self.input_shape) if x is None else x
         path = folder / "input.bin"  # raw, row-major, in the engine's input type: what --loadInputs reads
@@ -139,7 +139,7 @@ class TrtexecEngine:
     def time_itself(
         self, *, warmup_ms: float, duration_ms: float, min_iterations: int, **other: Any
     ) -> list[float]:
-        from pytest_vitperf.engines.trtexec import read_compute_ms
+        from pytest_vitperf.engines.tensorrt.trtexec import read_compute_ms
 
         if other.get("cold"):
             raise VitperfError(f"{SELF_TIMED} and cannot flush the L2 before each one; drop --vitperf-cold, or "

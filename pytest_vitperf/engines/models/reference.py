@@ -77,7 +77,7 @@ def fp32_reference(model: torch.nn.Module, model_name: str, batch: int, cache_di
     else computed now (and put there). A file that cannot be read is said in one warning and written over."""
     import torch
 
-    from pytest_vitperf.engines.models import fixed_input, input_size
+    from pytest_vitperf.engines.models.zoo import fixed_input, input_size
 
     x = fixed_input((batch, *input_size(model)))
     path = None

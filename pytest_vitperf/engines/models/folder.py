@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_vitperf.core.errors import VitperfError
-from pytest_vitperf.engines.models import CALIBRATION_ATTR, input_size
+from pytest_vitperf.engines.models.zoo import CALIBRATION_ATTR, input_size
 
 if TYPE_CHECKING:
     from collections.abc import Callable

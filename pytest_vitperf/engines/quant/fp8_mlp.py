@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from pytest_vitperf.core.errors import NotBuilt
-from pytest_vitperf.engines.fp8_attention import not_installed, quantize_e4m3
+from pytest_vitperf.engines.quant.fp8_attention import not_installed, quantize_e4m3
 
 
 def missing() -> str | None:

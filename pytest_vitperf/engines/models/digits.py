@@ -6,7 +6,7 @@ The model follows the project's attention rules for block quantizers: 32x32 inpu
 token, global average pooling), head dim 32, attention as 3D bmm. Every GEMM dimension is a multiple of 32, so NVFP4
 (block 16) and MXFP8 (block 32) quantize all of it. Its checkpoint ships with the package as safetensors (never
 pickle; 0.4 MB): trained per run, it cost 26-29 s of CPU on the critical path of every cold job, stalled jobs side
-by side, and its bits moved with torch's version and thread count. `python -m pytest_vitperf.engines.digits`
+by side, and its bits moved with torch's version and thread count. `python -m pytest_vitperf.engines.models.digits`
 trains it again (deterministically, on the CPU: about a minute on 2 cores, 98% top-1 on the held-out fifth) and
 writes the shipped file; tests/test_digits.py checks that retraining agrees with it.
 """
@@ -18,7 +18,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_vitperf.engines.models import CALIBRATION_ATTR, DIGITS_CONFIG, DIGITS_MODEL, build_vit
+from pytest_vitperf.engines.models.zoo import CALIBRATION_ATTR, DIGITS_CONFIG, DIGITS_MODEL, build_vit
 
 if TYPE_CHECKING:
     import torch
@@ -112,7 +112,7 @@ def trained_model(path: Path = CHECKPOINT) -> torch.nn.Module:
     except Exception as exc:  # truncated, foreign, or another architecture's tensors
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise RuntimeError(f"the digits checkpoint {path} is unusable ({reason}); reinstall pytest-vitperf, or train "
-                           "it again: python -m pytest_vitperf.engines.digits") from None  # fmt: skip
+                           "it again: python -m pytest_vitperf.engines.models.digits") from None  # fmt: skip
     setattr(model, CALIBRATION_ATTR, split.calibration())  # every recipe calibrates it on training images
     # timm's data config for it: a folder of digit images (--vitperf-accuracy-data) is prepared as the split is
     model.pretrained_cfg = {"input_size": (1, 32, 32), "mean": (split.mean,), "std": (split.std,), "crop_pct": 1.0,
@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    ap = argparse.ArgumentParser(prog="python -m pytest_vitperf.engines.digits", description=main.__doc__)
+    ap = argparse.ArgumentParser(prog="python -m pytest_vitperf.engines.models.digits", description=main.__doc__)
     ap.add_argument("out", nargs="?", type=Path, default=CHECKPOINT, help=f"default: {CHECKPOINT.name} in the package")
     args = ap.parse_args(argv)
     split = load_split()

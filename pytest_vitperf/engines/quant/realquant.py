@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 def fp8_linear(weight: torch.Tensor, bias: torch.Tensor | None, w_amax: float, x_amax: float) -> torch.nn.Module:
     """An FP8 Linear: E4M3 weight and static activation scale from Model Optimizer's per-tensor amax."""
-    from pytest_vitperf.engines.quant_linears import Fp8Linear
+    from pytest_vitperf.engines.quant.linears import Fp8Linear
 
     return Fp8Linear(weight, bias, w_amax, x_amax)
 
@@ -48,7 +48,7 @@ def int8_linear(
 ) -> torch.nn.Module:
     """An INT8 Linear: per-output-channel weight scales and a static per-tensor activation scale, with SmoothQuant's
     per-input-channel `pre_scale` where the recipe has one (quant_linears.Int8Linear)."""
-    from pytest_vitperf.engines.quant_linears import Int8Linear
+    from pytest_vitperf.engines.quant.linears import Int8Linear
 
     return Int8Linear(weight, bias, w_amax, x_amax, pre_scale)
 
@@ -209,7 +209,7 @@ def _fp8_attention(model: torch.nn.Module, name: str, amax: tuple[float, float, 
     sit between them and the attention product (timm's q/k norms, its output norm)."""
     import torch
 
-    from pytest_vitperf.engines.quant_linears import Fp8Attention, Fp8Linear
+    from pytest_vitperf.engines.quant.linears import Fp8Attention, Fp8Linear
 
     attn: Any = model.get_submodule(name)
     if not (isinstance(attn.qkv, Fp8Linear) and isinstance(attn.proj, Fp8Linear)):
@@ -235,7 +235,7 @@ def _fp8_mlp(model: torch.nn.Module, name: str) -> str | None:
     between GELU and fc2 (timm's hidden norm)."""
     import torch
 
-    from pytest_vitperf.engines.quant_linears import Fp8GeluMlp, Fp8Linear
+    from pytest_vitperf.engines.quant.linears import Fp8GeluMlp, Fp8Linear
 
     mlp: Any = model.get_submodule(name)
     if not (isinstance(mlp.fc1, Fp8Linear) and isinstance(mlp.fc2, Fp8Linear)):
@@ -263,7 +263,7 @@ def _fold_pre_scale(module: torch.nn.Module, input_quantizer: Any) -> str:
     return ", its pre-scale folded into the weight"
 
 
-_PLAIN_MODULES = ("torch.nn.modules", "pytest_vitperf.engines.models")
+_PLAIN_MODULES = ("torch.nn.modules", "pytest_vitperf.engines.models.zoo")
 
 
 def _to_plain_torch(model: torch.nn.Module) -> None:
@@ -307,7 +307,7 @@ class ConvertedCache:
 
     def __init__(self, root: Path, precision: str, model: torch.nn.Module, dtype: torch.dtype, device: str) -> None:
         from pytest_vitperf.core.precision import get_precision
-        from pytest_vitperf.engines.recipes import calibration_batches, calibration_key
+        from pytest_vitperf.engines.quant.recipes import calibration_batches, calibration_key
         from pytest_vitperf.measure.env import version_of
 
         recipe = get_precision(precision).recipe

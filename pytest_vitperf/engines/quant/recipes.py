@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_vitperf.core.errors import VitperfError
 from pytest_vitperf.core.precision import Precision, Recipe, get_precision
-from pytest_vitperf.engines.reference import hash_weights, tensor_bytes
+from pytest_vitperf.engines.models.reference import hash_weights, tensor_bytes
 
 if TYPE_CHECKING:
     import onnx
@@ -76,7 +76,7 @@ def synthetic_calibration(shape: tuple[int, ...], batches: int = 4, seed: int = 
 def calibration_batches(model: torch.nn.Module) -> list[torch.Tensor]:
     """What a recipe calibrates `model` on unless told otherwise: its own images (the digits ViT's training split)
     or the synthetic ones."""
-    from pytest_vitperf.engines.models import CALIBRATION_ATTR, input_size
+    from pytest_vitperf.engines.models.zoo import CALIBRATION_ATTR, input_size
 
     return list(getattr(model, CALIBRATION_ATTR, None) or synthetic_calibration((2, *input_size(model))))
 
@@ -114,7 +114,7 @@ def register_quant_attention() -> None:
     import modelopt.torch.quantization as mtq
     from modelopt.torch.quantization.nn import QuantModuleRegistry, TensorQuantizer
 
-    from pytest_vitperf.engines.models import bmm_attention
+    from pytest_vitperf.engines.models.zoo import bmm_attention
 
     base = bmm_attention()
     if base in QuantModuleRegistry:
@@ -146,7 +146,7 @@ def to_bmm_attention(model: torch.nn.Module) -> torch.nn.Module:
     """Turn every timm Attention into the zoo's bmm attention, in place: same parameters, 3D layout."""
     from timm.layers.attention import Attention
 
-    from pytest_vitperf.engines.models import bmm_attention
+    from pytest_vitperf.engines.models.zoo import bmm_attention
 
     cls: Any = bmm_attention()
     for module in model.modules():
@@ -268,7 +268,7 @@ class CalibrationCache:
 
 def export(p: Precision, model: torch.nn.Module, example: torch.Tensor) -> onnx.ModelProto:
     """ONNX of a model the precision's recipe was applied to, at the precision's opset (models.retry_unfused)."""
-    from pytest_vitperf.engines.models import retry_unfused
+    from pytest_vitperf.engines.models.zoo import retry_unfused
 
     return retry_unfused(lambda: _export(p, model, example), model)
 
@@ -320,7 +320,7 @@ def export_onnx(
     """Apply the recipe and export, or return the cached export of the same weights, recipe and shape."""
     import torch
 
-    from pytest_vitperf.engines.models import input_size
+    from pytest_vitperf.engines.models.zoo import input_size
 
     p = get_precision(precision)
     shape = (batch, *input_size(model))
@@ -334,7 +334,7 @@ def export_onnx(
             return data
         except Exception:  # a truncated file from an interrupted run: export again
             pass
-    from pytest_vitperf.engines.cpu_quant import cpu_block_quant
+    from pytest_vitperf.engines.quant.cpu import cpu_block_quant
 
     example = torch.randn(*shape, generator=torch.Generator().manual_seed(1)).to(next(model.parameters()).device)
     with cpu_block_quant(), model_optimizer_extensions(cache_dir):
@@ -350,7 +350,7 @@ def export_onnx(
 
 
 def _export_path(precision: str, model: torch.nn.Module, batch: int, cache_dir: Path) -> Path:
-    from pytest_vitperf.engines.models import input_size
+    from pytest_vitperf.engines.models.zoo import input_size
 
     p = get_precision(precision)
     return cache_dir / "onnx" / f"{p.name}-{content_hash(p, model, (batch, *input_size(model)))}.onnx"

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_vitperf.engines.onnx_graph import SHAPE_OPS, Graph, infer_shapes, is_dq, load
+from pytest_vitperf.engines.onnx.graph import SHAPE_OPS, Graph, infer_shapes, is_dq, load
 
 GEMM_OPS = ("MatMul", "Gemm", "Conv")
 _NARROWEST_FIRST = ["nvfp4", "fp4", "mxfp8", "fp8", "fp8-e5m2", "int8", "quantized", "high"]

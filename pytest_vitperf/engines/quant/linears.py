@@ -11,8 +11,8 @@ from __future__ import annotations
 import torch
 
 # Imported here so that the ops are registered wherever a model holding these classes is loaded.
-from pytest_vitperf.engines.fp8_attention import E4M3_MAX, sdpa_fp8
-from pytest_vitperf.engines.fp8_mlp import linear_gelu_fp8
+from pytest_vitperf.engines.quant.fp8_attention import E4M3_MAX, sdpa_fp8
+from pytest_vitperf.engines.quant.fp8_mlp import linear_gelu_fp8
 
 INT8_MAX = 127.0
 
