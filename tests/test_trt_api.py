@@ -23,7 +23,7 @@ from pytest_vitperf.engines.tensorrt.api import (
 )
 
 PACKAGE = Path(pytest_vitperf.__file__).parent
-SOURCES = (PACKAGE / "engines" / "backends" / "tensorrt.py", PACKAGE / "engines" / "plan.py")
+SOURCES = (PACKAGE / "engines" / "backends" / "tensorrt.py", PACKAGE / "engines" / "tensorrt" / "plan.py")
 BINDINGS = ("10.16.1.11", "11.4.0.106")  # the oldest and newest TensorRT with CUDA 13 bindings on the index
 CACHE = Path(os.environ.get("VITPERF_WHEEL_CACHE", Path.home() / ".cache" / "pytest-vitperf" / "wheels"))
 
