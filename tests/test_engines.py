@@ -259,3 +259,12 @@ def test_coverage_says_how_many_gemms_it_could_not_count() -> None:
     report.gemms.append(Gemm("/fc2/MatMul", "MatMul", 0, "high"))  # shape inference lost its inputs
     assert report.summary().endswith("; 1 of 3 GEMMs of unknown shape, not counted")
     assert report.left_out(most=1) == "in high precision: MatMul /attn/MatMul (25.0%) and 1 more"
+
+
+def test_the_real_quant_code_hash_reads_this_module_and_its_linears() -> None:
+    """The hash that keys kept conversions and ready engines reads its sibling's source by path: a move that left the
+    path behind failed every GPU engine of the main job (FileNotFoundError), which no CPU run otherwise reaches."""
+    from pytest_vitperf.engines.quant import linears, realquant
+
+    realquant.code_hash.cache_clear()
+    assert len(realquant.code_hash()) == 16 and Path(linears.__file__).parent == Path(realquant.__file__).parent

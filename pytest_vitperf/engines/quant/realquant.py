@@ -292,7 +292,7 @@ def _to_plain_torch(model: torch.nn.Module) -> None:
 def code_hash() -> str:
     """This module's code and its Linears': a change to either makes a kept conversion stale."""
     h = hashlib.sha256(Path(__file__).read_bytes())
-    h.update((Path(__file__).parent / "quant_linears.py").read_bytes())
+    h.update((Path(__file__).parent / "linears.py").read_bytes())
     return h.hexdigest()[:16]
 
 
