@@ -34,7 +34,7 @@ from pytest_vitperf.fixtures import (  # noqa: F401  (fixtures are registered by
     vitperf_session,
 )
 from pytest_vitperf.options import GPU_BENCH, add_options
-from pytest_vitperf.options.checks import check_paths
+from pytest_vitperf.options.checks import check_paths, check_store
 from pytest_vitperf.options.resolve import settings_from_config
 from pytest_vitperf.session import VitperfSession
 from pytest_vitperf.workers import BALANCING, case_id, share_host, too_many_workers
@@ -72,6 +72,8 @@ def pytest_configure(config: pytest.Config) -> None:
         session.threads, config.stash[_RESTORE_THREADS] = share_host(session.settings.threads, len(gpus))
         return
     check_paths(session.settings)
+    if not config.option.collectonly:  # a run that will write its rows; collecting opens nothing
+        check_store(session.settings)
     workers = getattr(config.option, "numprocesses", None)  # xdist's -n, made a number before pytest_configure
     if workers:
         why = too_many_workers(workers, len(session.gpus), session.settings.share_devices)

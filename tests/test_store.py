@@ -254,3 +254,40 @@ def test_a_rows_runs_in_the_store_are_its_baseline(store_url: str) -> None:
         store.append([measured("fp8", 5.0 + day / 1000)], T0 + timedelta(days=10 + day))
     fp8 = SqlStore(store_url).get(key_for(measured("fp8", 1.0)))
     assert fp8 is not None and len(fp8.runs) == MAX_RUNS and fp8.runs[-1].median_ms == 5.0 + (MAX_RUNS + 1) / 1000
+
+
+# A store that cannot be written is found as the run starts, not after it measured (a nightly spends its hour first).
+BAD_STORES = {
+    "a text file": ("notes.txt", "file is not a database"),
+    "a server that is not there": ("postgresql+psycopg://vitperf@127.0.0.1:1/none", "Connection refused"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_STORES)
+def test_a_store_that_cannot_be_written_is_a_usage_error_before_anything_is_built(suite: pytest.Pytester,
+                                                                                   case: str) -> None:  # fmt: skip
+    import time
+
+    where, said = BAD_STORES[case]
+    (suite.path / "notes.txt").write_text("the nightly's notes, not a database\n")
+    started = time.perf_counter()
+    result = suite.runpytest(*FAST, f"--vitperf-store={where}", f"--vitperf-cache-dir={suite.path / 'cache'}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR and time.perf_counter() - started < 10
+    errors = [line for line in result.errlines if line.startswith("ERROR: ")]
+    assert len(errors) == 1 and errors[0].startswith(f"ERROR: --vitperf-store {where}: ") and said in errors[0]
+    assert "give a store this run can write" in errors[0]
+    assert not (suite.path / "cache").exists() and "vitperf summary" not in result.stdout.str()  # nothing built
+    assert (suite.path / "notes.txt").read_text() == "the nightly's notes, not a database\n"  # and nothing lost
+
+
+def test_vitperf_ab_and_calibrate_refuse_such_a_store_before_their_first_process(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "notes.txt").write_text("not a database\n")
+    store, work = str(tmp_path / "notes.txt"), tmp_path / "work"
+    sides = ["--a", sys.executable, "--b", sys.executable]
+    assert main(["ab", *sides, "--store", store, "--work-dir", str(work), "--", "suites/"]) == 2
+    assert main(["calibrate", "--runs", "3", "--store", store, "--", "suites/"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert [line.split(": ")[0] for line in err] == ["vitperf ab", "vitperf calibrate"]
+    assert all("file is not a database" in line for line in err) and not work.exists()

@@ -185,6 +185,11 @@ def run(args: argparse.Namespace) -> int:
     except argparse.ArgumentTypeError as exc:
         print(f"vitperf ab: {exc}", file=sys.stderr)
         return 2
+    from pytest_vitperf.store.sql import store_problem
+
+    if args.store is not None and (problem := store_problem(args.store)):  # before an hour of rounds, not after
+        print(f"vitperf ab: --store {args.store}: {problem}", file=sys.stderr)
+        return 2
     work = args.work_dir = Path(args.work_dir or tempfile.mkdtemp(prefix="vitperf-ab-"))  # named in what to run next
     work.mkdir(parents=True, exist_ok=True)
     if args.gpus:

@@ -52,6 +52,11 @@ def _again(args: argparse.Namespace) -> str:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
+    from pytest_vitperf.store.sql import store_problem
+
+    if args.store and (problem := store_problem(args.store)):  # before its runs, not after them
+        print(f"vitperf calibrate: --store {args.store}: {problem}", file=sys.stderr)
+        return 2
     at = [0]  # the run under way
     try:
         with processes.interruptible():

@@ -1,7 +1,7 @@
 """Every path option checked when the plugin configures, before any model is built: a weights file that is not
 one, an accuracy folder without images, a floors file that does not parse, a cache folder that cannot be written.
 Each gets one line naming the option and the path, as a usage error (exit 4), instead of a traceback per test
-minutes later. Cheap checks only: nothing here imports torch."""
+minutes later. Cheap checks only: nothing here imports torch; check_store opens the store, through SQLAlchemy alone."""
 
 from __future__ import annotations
 
@@ -60,6 +60,17 @@ def _store_problem(url: str) -> str | None:
     from pytest_vitperf.store.sql import url_problem
 
     return url_problem(url)
+
+
+def check_store(s: Settings) -> None:
+    """Open --vitperf-store and check its schema, as a usage error now: a run must not measure for an hour and then
+    find that it cannot write its rows (store.sql.store_problem)."""
+    if s.store:
+        from pytest_vitperf.store.sql import store_problem
+
+        problem = store_problem(s.store)
+        if problem:
+            raise pytest.UsageError(f"{STORE} {s.store}: {problem}")
 
 
 def writable_folder_problem(path: Path) -> str | None:

@@ -74,6 +74,23 @@ def url_problem(where: str) -> str | None:
     return None
 
 
+def store_problem(where: str) -> str | None:
+    """Why `where` cannot serve as a store, found before anything is measured: its URL (url_problem), or the database
+    it names, opened and brought to the schema (a file that is not a database, a server that does not answer in
+    CONNECT_TIMEOUT_S, a schema that is not the store's); or None."""
+    problem = url_problem(where)
+    if problem is not None:
+        return problem
+    try:
+        SqlStore(where).engine.dispose()
+    except StoreError as exc:
+        return str(exc).split(": ", 1)[-1] + "; give a store this run can write, or leave the option out"
+    return None
+
+
+CONNECT_TIMEOUT_S = 10  # a PostgreSQL server that does not answer: a nightly must not wait the OS's TCP timeout
+
+
 class SqlStore:
     """The runs and rows of a database, through SQLAlchemy Core."""
 
@@ -83,7 +100,8 @@ class SqlStore:
         self.url = url_of(where)
         sqlite = self.url.startswith("sqlite")
         # SQLite: wait for another writer's transaction rather than fail at once.
-        self.engine = sa.create_engine(self.url, connect_args={"timeout": 120} if sqlite else {})
+        wait = {"timeout": 120} if sqlite else {"connect_timeout": CONNECT_TIMEOUT_S}
+        self.engine = sa.create_engine(self.url, connect_args=wait)
         self.shown = shown(self.url)
         self._baselines: dict[tuple[str, str, str], dict[tuple[str, str], Baseline]] = {}
         with self._said():
