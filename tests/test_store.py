@@ -192,11 +192,18 @@ def test_the_option_writes_each_run_and_vitperf_history_reads_the_store(suite: p
     r = suite.runpytest(*FAST, "--vitperf-precisions=fp32", "--vitperf-store=mysql://host/db")
     assert r.ret == pytest.ExitCode.USAGE_ERROR  # said as the plugin configures: nothing measured in vain
     r.stderr.fnmatch_lines(["ERROR: --vitperf-store mysql://host/db: a mysql URL; give sqlite:///FILE, *"])
-    (suite.path / "text.db").write_text("not a database\n")  # found only on writing
-    r = suite.runpytest(*FAST, "--vitperf-precisions=fp32", f"--vitperf-store={suite.path / 'text.db'}")
+    # a store spoilt while the run measured (here, at its last teardown) is found only on writing, and fails the run
+    suite.makeconftest("""
+import pathlib, pytest
+@pytest.fixture(scope="session", autouse=True)
+def spoil():
+    yield
+    pathlib.Path("spoilt.db").write_text("not a database any more")
+""")
+    r = suite.runpytest(*FAST, "--vitperf-precisions=fp32", f"--vitperf-store={suite.path / 'spoilt.db'}")
     r.assert_outcomes(passed=1)
     assert r.ret == pytest.ExitCode.TESTS_FAILED
-    r.stdout.fnmatch_lines(["NOT WRITTEN: store *text.db: file is not a database; the run fails: fix that, *"])
+    r.stdout.fnmatch_lines(["NOT WRITTEN: store *spoilt.db: file is not a database; the run fails: fix that, *"])
 
 
 def test_change_points_come_from_the_store_as_from_a_folder(tmp_path: Path, capsys) -> None:
