@@ -9,7 +9,7 @@ from dataclasses import fields
 from typing import TypeVar
 
 from pytest_vitperf.core.precision import PRECISIONS, TaskBound
-from pytest_vitperf.engines.models.zoo import MODEL_NAMES, PRETRAINED, canonical_model_name
+from pytest_vitperf.engines.models.zoo import MODEL_NAMES, MODEL_SETS, PRETRAINED, canonical_model_name
 from pytest_vitperf.report.exports import FORMATS
 
 T = TypeVar("T")
@@ -44,8 +44,10 @@ def _model(raw: str) -> str:
     return name
 
 def parse_models(value: str) -> tuple[str, ...]:
-    """Names only: whether timm or a conftest.py knows them is checked once conftest.py files are loaded."""
-    return _comma_list(value, _model, f"no model given; valid: {', '.join(MODEL_NAMES)} or a timm model name")
+    """Names only: whether timm or a conftest.py knows them is checked once conftest.py files are loaded. A named
+    set (`nightly`) stands for its models."""
+    names = ",".join(",".join(MODEL_SETS.get(v.strip().lower(), (v,))) for v in value.split(","))
+    return _comma_list(names, _model, f"no model given; valid: {', '.join(MODEL_NAMES)} or a timm model name")
 
 def parse_weights(value: str) -> tuple[tuple[str, str], ...]:
     """`deit_small_patch16_224=ckpt.safetensors,vit_base=pretrained` -> ((model, file or PRETRAINED), ...)."""

@@ -33,6 +33,12 @@ MODEL_NAMES = (
     "vit_digits_patch4_32",
 )
 _ALIASES = {name.split("_patch")[0]: name for name in MODEL_NAMES}  # "vit_base" -> full name
+# `--vitperf-models nightly`: the ViTs teams deploy, each at the resolution it is deployed at, with random weights
+# (enough for time). docs/options.md says why each is in it.
+NIGHTLY = ("vit_small_patch16_224", "vit_base_patch16_224", "vit_large_patch16_224", "deit_base_patch16_224",
+           "vit_base_patch14_dinov2", "eva02_base_patch14_224", "vit_base_patch16_siglip_224",
+           "vit_large_patch14_clip_224")  # fmt: skip
+MODEL_SETS = {"nightly": NIGHTLY}
 # A name the options take before timm is imported: timm's (with an optional .tag) or a registered one. Never "-":
 # test ids join the parameters with it (workers.family_of reads a model back from one).
 NAME = re.compile(r"[a-z0-9][\w.]*")
