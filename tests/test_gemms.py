@@ -30,6 +30,7 @@ from pytest_vitperf.measure.measurement import Measurement, Spec
 from pytest_vitperf.numerics import check_gemm
 from pytest_vitperf.report.pictures import write
 from pytest_vitperf.report.tables import gemm_summary
+from pytest_vitperf.verdicts.rows import judge_rows
 
 SMALL = GemmShape(48, 64, 256)
 SUITES = Path(__file__).parent.parent / "suites"
@@ -194,7 +195,7 @@ def test_the_summary_says_how_many_launches_a_graphed_sample_holds() -> None:
 
 def test_the_report_draws_gemms_apart_from_the_vit_families(tmp_path: Path) -> None:
     ms = [_measured(s, k, 0.1 + i / 100) for i, s in enumerate(SHAPES[:3]) for k in ("fp16", "bf16", "fp8-row")]
-    files = write(tmp_path, ms)
+    files = write(tmp_path, ms, judge_rows(ms, {}))
     pngs = [p.name for p in files if p.suffix == ".png"]
     assert pngs == ["gemm-nvidia-h200-GPU-1.png"]  # one figure of the GEMMs, none per shape
     assert (tmp_path / pngs[0]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
