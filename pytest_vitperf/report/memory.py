@@ -8,7 +8,8 @@ from collections.abc import Callable, Iterable
 
 from pytest_vitperf.core.precision import sort_key
 from pytest_vitperf.measure.measurement import Measurement
-from pytest_vitperf.report.tables import reference_of, table
+from pytest_vitperf.report.tables import table
+from pytest_vitperf.verdicts.rows import reference_of
 
 HEADER = ("model", "precision", "batch", "backend", "weight MB", "vs fp16", "peak MB", "vs fp16")
 

@@ -18,7 +18,7 @@ from pytest_vitperf.measure.clocks import compare_clocks
 from pytest_vitperf.measure.measurement import NOISY_COV, Measurement
 from pytest_vitperf.measure.rounds import MAX_LOOKS
 from pytest_vitperf.verdicts.floors import CYCLES, NO_FLOOR, TIME, FloorsFile, Verdict, speedup_interval
-from pytest_vitperf.verdicts.stats import CONFIDENCE, FAIL, INCONCLUSIVE, Interval
+from pytest_vitperf.verdicts.stats import CONFIDENCE, FAIL, INCONCLUSIVE, Interval, family_wise
 
 Key = tuple[str, str, int, str]
 REFERENCE_ROW = "reference"  # the row the others are compared with
@@ -55,11 +55,6 @@ class RowVerdict:
     def key(self) -> Key:
         return (self.model, self.precision, self.batch, self.backend)
 
-    @property
-    def same(self) -> bool:
-        """The reference's own row: its ratios are 1 and carry no interval."""
-        return self.outcome == REFERENCE_ROW and self.reference == self.precision
-
     def verdict_text(self) -> str:
         """'pass (floor 1.11x)', 'no floor; noisy: CoV > 1.0%': the verdict as every output words it."""
         if self.floor is not None and self.outcome not in (REFERENCE_ROW, NO_REFERENCE, NO_FLOOR):
@@ -75,7 +70,7 @@ class RowVerdict:
         point, interval = (self.speedup, self.time) if unit == TIME else (self.cycle_speedup, self.cycles)
         if point is None:
             return "-"
-        text = interval.text() if interval is not None and not self.same else f"{point:.2f}x"
+        text = interval.text() if interval is not None else f"{point:.2f}x"  # the reference's own row has none
         if unit == TIME and self.reference not in (None, REFERENCE):
             text += f" vs {self.reference}"  # a registered entry with its own reference
         return text
@@ -140,8 +135,6 @@ def verdicts_from_floors(measurements: Iterable[Measurement], floors: FloorsFile
     """The floor verdicts a live run would have recorded for these measurements, from the floors file it would have
     read: for a run's JSON written before verdicts were kept in it. Each floor is judged at the run's confidence
     shared by every floor and look (stats.family_wise), as the live run judged it."""
-    from pytest_vitperf.verdicts.stats import family_wise
-
     ms = list(measurements)
     by_key = {(m.spec.key, m.spec.gpu_uuid): m for m in ms}
     found = []
