@@ -179,7 +179,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
         session.whole_run = list(items)  # floors and gated rows are counted over the whole run: one confidence
         units = kept_units([i.nodeid for i in items], s.units, s.shard)
-        kept = [scope_of(i.nodeid) in units for i in items]
+        kept = [scope_of(i.nodeid) in units or i.nodeid in units for i in items]
         config.hook.pytest_deselected(items=[i for i, k in zip(items, kept, strict=True) if not k])
         items[:] = [i for i, k in zip(items, kept, strict=True) if k]
 
@@ -193,7 +193,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         from pytest_vitperf.fixtures.family import collected
 
         check_models(vs, session.items)
-        collected(vs, whole)
+        collected(vs, session.items, whole)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -266,8 +266,8 @@ def deal(nodeids: list[str], shares: int) -> list[list[str]]:
 
 
 def kept_units(nodeids: list[str], units: Path | None, shard: tuple[int, int] | None) -> set[str]:
-    """The units a share of a run keeps: those a file names (vitperf ab --gpus), else shard K of N as `deal` gives
-    it, alike on every host that collects the same tests."""
+    """The units a share of a run keeps: those a file names (vitperf ab --gpus; or single tests, vitperf ab's rows
+    still open), else shard K of N as `deal` gives it, alike on every host that collects the same tests."""
     if units is not None:
         return set(units.read_text().splitlines())
     assert shard is not None

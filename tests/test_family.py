@@ -30,6 +30,16 @@ def test_one_run_measures_the_whole_family_in_rounds(suite: pytest.Pytester) -> 
     assert all("duration_ms" not in o for o in spec_options)  # block sampling's settings do not describe rounds
 
 
+def test_a_long_family_says_which_round_it_is_in(suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past pytest's capture, on the terminal: here after every round, as if each took longer than TELL_EVERY_S."""
+    from pytest_vitperf.fixtures import family
+
+    monkeypatch.setattr(family, "TELL_EVERY_S", 0.0)
+    result = suite.runpytest(*FAST, "--vitperf-precisions=fp32,fp16")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["vitperf: * b1: round 1 done, * s in its rounds", "vitperf: * b1: round 3 done, *"])
+
+
 @pytest.mark.parametrize(("agree", "builds", "done"), [("50%", 1, 2), ("50%", 2, 3), ("0.0001%", 1, 5)])
 def test_rounds_that_agree_end_early(suite: pytest.Pytester, agree: str, builds: int, done: int) -> None:
     """With --vitperf-rounds-agree, --vitperf-rounds is the most: a CPU's rounds agree within 50%, never within

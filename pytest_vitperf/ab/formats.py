@@ -24,10 +24,12 @@ def markdown(rows: Sequence[Row], facts: dict[str, Any]) -> list[str]:
         f"{facts['device']}; {facts['rounds']} rounds, each a fresh process per side in ABBA BAAB order; engines "
         f"built {facts.get('builds', 'each process')}, torch mode `{facts.get('compile', 'as the suite says')}`; "
         "B/A above 1: "
-        f"B is slower. SAME: the interval lies within ±{facts['threshold'] * 100:g}% (intervals at "
-        f"{equivalence_level(facts['confidence'], facts.get('looks', 1)):.0%}: two one-sided tests at "
-        f"{1 - facts['confidence']:.0%}, shared by the looks); SLOWER / FASTER: beyond it, Benjamini-Hochberg at "
-        f"{1 - facts['confidence']:.0%} over {len(rows)} rows; each row's spread moderated toward the others'.",
+        f"B is slower. Rows are judged after every block of 4 rounds (a look); a row decided leaves the rounds, and "
+        f"its rounds are those it was decided at. Look k spends {1 - facts['confidence']:.0%}/(k(k+1)) of the error "
+        f"rate: SAME when the interval lies within ±{facts['threshold'] * 100:g}% (two one-sided tests: intervals at "
+        f"{equivalence_level(facts['confidence'], 1):.0%} at the first look, "
+        f"{equivalence_level(facts['confidence'], 2):.1%} at the second, ...); SLOWER / FASTER: beyond it, "
+        "Benjamini-Hochberg over the rows still open; each row's spread moderated toward the others'.",
         "",
         "| row | what |" + (" GPU |" if gpus else "") + " B/A, time | B/A, cycles | rounds | can see | verdict |",
         "|---|---|" + ("---|" if gpus else "") + "---|---|---|---|---|",

@@ -3,8 +3,9 @@
 A unit is what one GPU runs whole (workers.scope_of): a family, so that every speedup is a same-GPU ratio, or another
 test's module. Side A's collection is dealt longest first by modelled cost (workers.deal), and each GPU gets a
 `vitperf ab --gpu G` of its own with `--vitperf-units` naming its share, all at once. The rows of every GPU are then
-judged together from the rounds their work folders hold: one Benjamini-Hochberg pass, one table, one JSON, each row
-with its GPU.
+reported together: one table, one JSON, each row with its GPU. Each GPU's run judges its own rows as they leave its
+rounds, at an equal share of the run's error rate (--confidence), so that the false discoveries of all of them
+together stay within it (each GPU's share of false discoveries is at most its share of the rate).
 """
 
 from __future__ import annotations
@@ -54,8 +55,8 @@ def _collected(command: list[str], gpu: str, args: argparse.Namespace) -> list[s
 
 def _command(gpu: str, units: Path, work: Path, args: argparse.Namespace) -> list[str]:
     opts = ["--a", args.a, "--b", args.b, *(["--rounds", str(args.rounds)] if args.rounds else []),
-            "--budget-s", str(args.budget_s),
-            "--threshold", str(args.threshold), "--confidence", str(args.confidence), "--gpu", gpu,
+            "--budget-s", str(args.budget_s), "--threshold", str(args.threshold),
+            "--confidence", repr(1 - (1 - args.confidence) / len(gpu_list(args.gpus))), "--gpu", gpu,
             "--work-dir", str(work / f"gpu{gpu}"), "--json", str(work / f"gpu{gpu}.json")]  # fmt: skip
     opts += ["--reuse-compiles"] if args.reuse_compiles else []
     opts += ["--resume"] if args.resume else []
@@ -75,7 +76,7 @@ def _rounds(folder: Path, count: int, args: argparse.Namespace) -> list[tuple[Pr
 
 
 def split_over_gpus(commands: dict[str, list[str]], work: Path, args: argparse.Namespace) -> int:
-    from pytest_vitperf.verdicts.ab import families_in, judge, other_states, pairs
+    from pytest_vitperf.verdicts.ab import Row, other_states
     from pytest_vitperf.workers import deal
 
     gpus = gpu_list(args.gpus)
@@ -99,19 +100,14 @@ def split_over_gpus(commands: dict[str, list[str]], work: Path, args: argparse.N
         if failed:
             raise RuntimeError(f"GPU {', '.join(failed)} failed; what it said is in "
                                f"{', '.join(str(work / f'gpu{g}.log') for g in failed)}")  # fmt: skip
-        rows: dict[tuple[str, str], Any] = {}
-        gpu_of, rounds, looks = {}, 0, 1
+        judged: list[Row] = []
+        rounds, looks = 0, 1
         odd: list[str] = []  # the processes that ran a family in two states, and those families
-        families: set[str] = set()
         for gpu, _ in started:
             ran = json.loads((work / f"gpu{gpu}.json").read_text())
             rounds, looks = max(rounds, ran["rounds"]), max(looks, ran["looks"])
-            ran_rounds = _rounds(work / f"gpu{gpu}", ran["rounds"], args)
-            found, states = pairs(ran_rounds), other_states(ran_rounds)
-            rows.update(found)
-            odd += two_states(states, gpu)
-            families |= families_in(states)
-            gpu_of.update(dict.fromkeys((name for name, _ in found), gpu))
+            judged += [replace(Row.from_dict(r), gpu=gpu) for r in ran["rows"]]
+            odd += two_states(other_states(_rounds(work / f"gpu{gpu}", ran["rounds"], args)), gpu)
     except processes.Interrupted as exc:
         print(f"vitperf ab: {exc}, and every process it started has ended. Each GPU's rounds are kept in {work}; "
               f"resume with: {again(args, resume=True)}", file=sys.stderr)  # fmt: skip
@@ -126,6 +122,4 @@ def split_over_gpus(commands: dict[str, list[str]], work: Path, args: argparse.N
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     child.wait(timeout=60)
                 processes.end(child)
-    judged = judge(rows, threshold=args.threshold, confidence=args.confidence, looks=looks, two_states=families)
-    judged = [replace(r, gpu=gpu_of[r.name]) for r in judged]
     return report(judged, f"GPUs {', '.join(g for g, _ in started)}", rounds, looks, work, args, odd=odd)

@@ -66,3 +66,30 @@ def own_builds(side_cache: Path, cache: Path, parts: tuple[str, ...]) -> Path:
         (side_cache / part).mkdir(parents=True, exist_ok=True)
         (cache / part).symlink_to((side_cache / part).absolute(), target_is_directory=True)
     return cache
+
+
+def tests_of(work: Path) -> dict[str, str]:
+    """Each row's test ('MODEL PRECISION bBATCH' -> its node id), as the sides' prepare processes ran them."""
+    from pytest_vitperf.core.files import read_json
+    from pytest_vitperf.measure.measurement import BenchmarkJsonError
+
+    out: dict[str, str] = {}
+    for side in "BA":  # A's names win where both ran one
+        try:
+            doc = read_json(work / f"prepare-{side}.json", BenchmarkJsonError)
+        except BenchmarkJsonError:
+            continue
+        for b in doc.get("benchmarks", []) if isinstance(doc, dict) else []:
+            p, test = (b.get("params"), b.get("fullname")) if isinstance(b, dict) else (None, None)
+            if isinstance(p, dict) and {"model", "precision", "batch"} <= p.keys() and isinstance(test, str):
+                out[f"{p['model']} {p['precision']} b{p['batch']}"] = test
+    return out
+
+
+def open_units(work: Path, look: int, rows: set[str]) -> Path:
+    """A --vitperf-units file that keeps the tests of `rows` (verdicts.ab.still_measured) for the rounds after
+    `look`: the tests of decided rows, and tests that measure no row, leave them."""
+    tests = tests_of(work)
+    path = work / f"open-after-look{look}.txt"
+    path.write_text("".join(f"{tests[name]}\n" for name in sorted(rows) if name in tests))
+    return path

@@ -23,9 +23,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pytest_vitperf.ab.explain import chosen, explain
+from pytest_vitperf.ab.plan import open_units
+from pytest_vitperf.ab.progress import Progress
 from pytest_vitperf.ab.turns import Running, SideFailed, again, end, host_timed, in_turn, read, recorded, start
 from pytest_vitperf.core import processes
-from pytest_vitperf.verdicts.ab import BLOCK, families_in, judge, more_rounds, order, other_states, pairs
+from pytest_vitperf.verdicts.ab import (
+    BLOCK,
+    families_in,
+    judge,
+    more_rounds,
+    order,
+    other_states,
+    pairs,
+    settled,
+    still_measured,
+)
 
 if TYPE_CHECKING:
     from pytest_vitperf.verdicts.ab import Process, Row
@@ -56,25 +68,24 @@ def _write_run(work: Path, args: argparse.Namespace, looks: int) -> None:
     (work / RUN_FILE).write_text(json.dumps({**_what(args), "looks": looks}, indent=1))
 
 
-def _begin(work: Path, args: argparse.Namespace) -> int:
-    """The looks already taken at the rounds a resumed run continues (each one counts against the confidence)."""
+def _begin(work: Path, args: argparse.Namespace) -> None:
+    """A new run's work folder cleared of an earlier run's processes, or a resumed run's checked to be of this run."""
     if not args.resume:
-        for old in [*work.glob("round*-[AB].*"), *work.glob("prepare-[AB].*"), *work.glob("explain-[AB].*")]:
+        for old in [*work.glob("round*-[AB].*"), *work.glob("prepare-[AB].*"), *work.glob("explain-[AB].*"),
+                    *work.glob("open-after-look*.txt")]:  # fmt: skip
             old.unlink()  # an earlier run's processes: a later --resume must not take them for this run's
         _write_run(work, args, 0)
-        return 0
+        return
     try:
         earlier = json.loads((work / RUN_FILE).read_text())
-        looks = int(earlier.pop("looks"))
-        if looks < 0:
-            raise ValueError(looks)
+        if int(earlier.pop("looks")) < 0:
+            raise ValueError(earlier)
     except (OSError, ValueError, KeyError, TypeError, AttributeError, OverflowError, RecursionError):
         raise SideFailed(f"{work / RUN_FILE} holds no earlier vitperf ab run to resume; start one without --resume: "
                          f"{again(args).replace(' --resume', '')}") from None  # fmt: skip
     if earlier != _what(args):
         raise SideFailed(f"{work / RUN_FILE} holds a run of other sides or suites; resume that "
                          f"one, or start this one elsewhere: {again(args).replace(' --resume', '')}")  # fmt: skip
-    return looks
 
 
 def _rounds(
@@ -85,13 +96,16 @@ def _rounds(
     args: argparse.Namespace,
     env: dict[str, str],
     prepare: Callable[[], None],
+    units: Path | None,
+    ended: Callable[[int], None],
 ) -> list[tuple[Process, Process]]:
     """Rounds `first`, `first` + 1, ... in their `sides` orders: as an earlier run of the work folder recorded them
-    (--resume), else run now, in turn. A round is run whole or not at all, so that its order holds. `prepare` comes
-    first, while the first round's process starts (turns.in_turn)."""
+    (--resume), else run now, in turn, each process running the tests `units` names (all without). A round is run
+    whole or not at all, so that its order holds. `prepare` comes first, while the first round's process starts
+    (turns.in_turn). `ended(i)` is told once round i has ended."""
     earlier = {}
     for i in range(first, first + len(sides)):
-        a, b = (recorded(work, f"round{i}", s, args) if args.resume else None for s in "AB")
+        a, b = (recorded(work, f"round{i}", s, args, say=False) if args.resume else None for s in "AB")
         if a is not None and b is not None:
             earlier[i] = (a, b)
     tasks = [(f"round{i}", s) for i, pair in enumerate(sides, start=first) if i not in earlier for s in pair]
@@ -100,7 +114,12 @@ def _rounds(
         prepare()
         return not host_timed(work)
 
-    ran = dict(zip(tasks, in_turn(tasks, commands, work, args, env, overlap), strict=True))
+    def task_ended(k: int) -> None:
+        if k % 2:  # a round's second process
+            ended(int(tasks[k][0].removeprefix("round")))
+
+    ran = dict(zip(tasks, in_turn(tasks, commands, work, args, env, overlap, units=units, ended=task_ended),
+                   strict=True))  # fmt: skip
     return [earlier.get(i) or (ran[(f"round{i}", "A")], ran[(f"round{i}", "B")])
             for i in range(first, first + len(sides))]  # fmt: skip
 
@@ -129,14 +148,15 @@ def _prepare(commands: dict[str, list[str]], work: Path, args: argparse.Namespac
 
 
 def _run(
-    commands: dict[str, list[str]], work: Path, args: argparse.Namespace, env: dict[str, str]
+    commands: dict[str, list[str]], work: Path, args: argparse.Namespace, env: dict[str, str], progress: Progress
 ) -> tuple[int, list[tuple[Process, Process]], list[Row]]:
-    """The prepares (unless a resumed run has them; the first round's process starts meanwhile), then the rounds:
-    --rounds, else a block, and then as many more as the budget pays for while rows are unknown or, without
-    --rounds, its throughput rows cannot yet see twice the threshold (verdicts.ab.more_rounds): the looks taken, the
-    rounds, and the rows judged."""
+    """The prepares (unless a resumed run has them; the first round's process starts meanwhile), then the rounds, a
+    block at a time: after each block the rows are judged (a look), and those decided leave the later blocks
+    (verdicts.ab.still_measured; plan.open_units). --rounds of them, else one block; then, while rows are open, a
+    block more as long as --budget-s pays for it (verdicts.ab.more_rounds). A resumed run judges its recorded blocks
+    as they were judged. Returns the looks taken, the rounds, and the rows judged."""
     run_began = time.monotonic()
-    looks = _begin(work, args)
+    _begin(work, args)
     prepared = args.resume and all(recorded(work, "prepare", s, args) for s in "AB")
     block_began = 0.0
 
@@ -145,24 +165,35 @@ def _run(
         if not prepared:
             _prepare(commands, work, args, env)
             prepared = True
+            progress.started()
         block_began = time.monotonic()
 
     rounds: list[tuple[Process, Process]] = []
     planned = args.rounds or BLOCK
-    aim = None if args.rounds else 2 * args.threshold
+    looks, units = 0, None
+    rows: list[Row] = []
+
+    def ended(i: int) -> None:
+        progress.rounds_done(i + 1, planned)
+
     while True:
         before = len(rounds)
-        rounds += _rounds(before, order(planned)[before:], commands, work, args, env, prepare)
-        per_round = (time.monotonic() - block_began) / (len(rounds) - before)  # resumed ones cost nothing: a low guess
+        step = min(BLOCK, planned - before) if planned > before else BLOCK
+        rounds += _rounds(before, order(before + step)[before:], commands, work, args, env, prepare, units, ended)
+        per_round = (time.monotonic() - block_began) / step  # resumed ones cost nothing: a low guess
         looks += 1
         _write_run(work, args, looks)
-        rows = judge(pairs(rounds), threshold=args.threshold, confidence=args.confidence, looks=looks,
-                     two_states=families_in(other_states(rounds)))  # fmt: skip
-        more = more_rounds(rows, len(rounds), looks, aim=aim, threshold=args.threshold, confidence=args.confidence,
-                           per_round_s=per_round, left_s=args.budget_s - (time.monotonic() - run_began))  # fmt: skip
-        if not more:
+        rows = judge(pairs(rounds), threshold=args.threshold, confidence=args.confidence, look=looks,
+                     two_states=families_in(other_states(rounds)), decided=settled(rows))  # fmt: skip
+        progress.judged(rows)
+        if not any(r.open for r in rows):
             return looks, rounds, rows
-        planned += more
+        if len(rounds) >= planned:
+            more = more_rounds(rows, per_round_s=per_round, left_s=args.budget_s - (time.monotonic() - run_began))
+            if not more:
+                return looks, rounds, rows
+            planned += more
+        units = open_units(work, looks, still_measured(rows))
 
 
 def _kept(work: Path, args: argparse.Namespace) -> str:
@@ -198,9 +229,10 @@ def run(args: argparse.Namespace) -> int:
         return split_over_gpus(commands, work, args)
     env = dict(os.environ, **({"CUDA_VISIBLE_DEVICES": args.gpu} if args.gpu is not None else {}))
     explained = None
+    progress = Progress(args.threshold, args.confidence, args.budget_s)
     try:
         with processes.interruptible():
-            looks, rounds, rows = _run(commands, work, args, env)
+            looks, rounds, rows = _run(commands, work, args, env, progress)
             if (args.explain or args.explain_all) and (names := chosen(rows, args.explain_all)):
                 overlap = not host_timed(work)
                 explained = explain(names, lambda t, ns: in_turn(t, commands, work, ns, env, overlap), work, args)
@@ -211,6 +243,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"vitperf ab: {exc}, and every process it started has ended. {_kept(work, args)}; resume with: "
               f"{again(args, resume=True)}", file=sys.stderr)  # fmt: skip
         return exc.code
+    finally:
+        progress.close()
     device = f"GPU {args.gpu}" if args.gpu is not None else "the default device"
     from pytest_vitperf.ab.report import report, two_states
 

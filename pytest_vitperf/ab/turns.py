@@ -17,7 +17,7 @@ from typing import IO, TYPE_CHECKING
 from pytest_vitperf.ab.explain import LABEL
 from pytest_vitperf.ab.plan import PREPARE_PLAN, own_builds, shared_parts, suite_args
 from pytest_vitperf.core import processes
-from pytest_vitperf.options import TURN_DONE, WAIT_FOR
+from pytest_vitperf.options import TURN_DONE, UNITS, WAIT_FOR
 
 if TYPE_CHECKING:
     from pytest_vitperf.verdicts.ab import Process
@@ -42,10 +42,11 @@ class Running:
 
 def start(
     cmd: list[str], side: str, label: str, work: Path, args: argparse.Namespace, env: dict[str, str],
-    turn: Path | None = None,
+    turn: Path | None = None, units: Path | None = None,
 ) -> Running:  # fmt: skip
     """A fresh process of `side`, its output kept in the work folder; with `turn`, it runs no test before that file
-    exists (--vitperf-wait-for). The prepare process (and with --reuse-compiles every process) uses the side's
+    exists (--vitperf-wait-for); with `units`, it runs only the tests that file names (--vitperf-units: the rows
+    still open). The prepare process (and with --reuse-compiles every process) uses the side's
     cache, and measures only PREPARE_PLAN; otherwise a round's process builds in a cache of its own that borrows the
     side's reproducible parts."""
     own = label not in ("prepare", LABEL) and not args.reuse_compiles  # a profile process is never a timed round
@@ -56,7 +57,8 @@ def start(
     out = work / f"{label}-{side}.json"
     full = [*cmd, "-m", "pytest", "--gpu-bench", "-p", "no:cacheprovider", "-q", f"--benchmark-json={out}",
             f"--vitperf-cache-dir={cache}", f"{TURN_DONE}={out.with_suffix(DONE)}", *waits,
-            *suite_args(args.pytest_args), *(PREPARE_PLAN if label == "prepare" else ())]  # fmt: skip
+            *suite_args(args.pytest_args), *(PREPARE_PLAN if label == "prepare" else ()),
+            *([f"{UNITS}={units}"] if units is not None else [])]  # fmt: skip
     log = (work / f"{label}-{side}.log").open("wb")
     popen = processes.start(full, stdout=log, stderr=subprocess.STDOUT, env=env)
     return Running(popen, log, cache if own else None, out)
@@ -103,6 +105,7 @@ AHEAD = 2
 def in_turn(
     tasks: list[tuple[str, str]], commands: dict[str, list[str]], work: Path, args: argparse.Namespace,
     env: dict[str, str], overlap: bool | Callable[[], bool] = True, guess: bool | None = None,
+    units: Path | None = None, ended: Callable[[int], None] | None = None,
 ) -> list[Process]:  # fmt: skip
     """The processes of `tasks` ((label, side), in order), one at a time on the GPU. With `overlap`, each one
     starts AHEAD turns early and waits for a turn file written once the one before it is done with the GPU (its last
@@ -111,7 +114,8 @@ def in_turn(
     starts once the one before it has ended (a CPU run times the CPU itself). `overlap` may be what comes first (the
     prepares) and says whether they overlap: the first process starts meanwhile, and has its turn once that has
     returned. So do the AHEAD after it where `guess` (default: gpu_likely) says they will overlap; they are ended
-    unused if not."""
+    unused if not. `units` narrows every process's tests (start); `ended(k)` is told once task k has been read (it
+    then says so; else each process's count is printed)."""
     turns = [work / f"{label}-{side}.turn" for label, side in tasks]
     for t in [*turns, *(work / f"{label}-{side}{DONE}" for label, side in tasks)]:
         t.unlink(missing_ok=True)  # an earlier run's, cut off
@@ -122,7 +126,7 @@ def in_turn(
         if callable(overlap):
             first = 1 + AHEAD * (gpu_likely(env) if guess is None else guess)
             with processes.held():
-                started += [start(commands[s], s, label, work, args, env, turns[j])
+                started += [start(commands[s], s, label, work, args, env, turns[j], units)
                             for j, (label, s) in enumerate(tasks[:first])]  # fmt: skip
             ahead = overlap()
             if not ahead:  # a CPU run: none may import beside the one timed
@@ -134,17 +138,19 @@ def in_turn(
         for k, (label, side) in enumerate(tasks):
             with processes.held():
                 if len(started) == k:  # not started ahead
-                    started.append(start(commands[side], side, label, work, args, env))
+                    started.append(start(commands[side], side, label, work, args, env, units=units))
                 while ahead and len(started) < min(len(tasks), k + 1 + AHEAD):
                     j = len(started)
                     nxt_label, nxt_side = tasks[j]
-                    started.append(start(commands[nxt_side], nxt_side, nxt_label, work, args, env, turns[j]))
+                    started.append(start(commands[nxt_side], nxt_side, nxt_label, work, args, env, turns[j], units))
             nxt = turns[k + 1] if ahead and k + 1 < len(tasks) else None
             early = nxt is not None and _done_with_gpu(started[k])
             if nxt is not None and early:
                 nxt.touch()  # while it writes its results and exits
             rc = end(started[k])
-            done.append(read(work, side, label, rc, args))
+            done.append(read(work, side, label, rc, args, say=ended is None))
+            if ended is not None:
+                ended(k)
             if nxt is not None and not early:
                 nxt.touch()  # it ended without saying it was done: only once it has results
     finally:

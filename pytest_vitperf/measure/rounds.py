@@ -155,9 +155,11 @@ def interleave(
     seed: int,
     into: dict[str, Slices],
     turns: int = 1,
+    each_round: Callable[[int], None] | None = None,
 ) -> list[list[str]]:
     """Time `turns` turns of every engine per round, each turn in its own order; append to `into` (one Slices per
-    name, one count per round). Returns the orders used, one per turn."""
+    name, one count per round); `each_round(r + 1)` is told once round r has ended. Returns the orders used, one per
+    turn."""
     used = []
     for r in rounds:
         for t in range(turns):
@@ -165,6 +167,8 @@ def interleave(
             for name in names:
                 into.setdefault(name, Slices()).add(take[name](), new_round=t == 0)
             used.append(names)
+        if each_round is not None:
+            each_round(r + 1)
     return used
 
 

@@ -8,13 +8,19 @@ A row is
 - SLOWER (FASTER) when Benjamini-Hochberg over the matrix keeps its test of a ratio of 1 and its estimate is beyond
   the practical threshold;
 - SAME when its interval lies within the threshold on both sides: an equivalence shown, not a difference missed.
-  The interval is two one-sided tests at the run's rate, shared only by the looks (a 90% interval at 5% and one
-  look). The run passes only if every row is SAME or FASTER, so a row truly beyond the threshold passes it at most
-  at that rate, however many rows there are: an intersection-union test (Berger and Hsu 1996), which needs no
-  share among the rows. Bonferroni over the rows would guard a claim the gate never makes (that no single SAME is
-  wrong) and leave most noisy rows UNKNOWN;
+  The interval is two one-sided tests at the rate its look may spend (spent). The run passes only if every row is
+  SAME or FASTER, so a row truly beyond the threshold passes it at most at that rate, however many rows there are:
+  an intersection-union test (Berger and Hsu 1996), which needs no share among the rows. Bonferroni over the rows
+  would guard a claim the gate never makes (that no single SAME is wrong) and leave most noisy rows UNKNOWN;
 - UNKNOWN otherwise: more rounds may tell.
 Speedups over FP16 are judged the same way, each side's speedup taken within its own process.
+
+Rows are judged after every block of rounds (a look), and a row decided at a look keeps that verdict and leaves the
+later rounds (Pinpoint's way: only the open comparisons get more runs). Look k may spend (1 - confidence) / (k(k+1))
+of the error rate, which sums to under 1 - confidence over any number of looks: by the union bound over looks, a
+row's chance of ever being called wrongly, and the run's share of false SLOWER or FASTER (Benjamini-Hochberg at each
+look over the rows still open), stay at the nominal rate however long the run goes on (docs/statistics.md;
+tools/ab_stopping.py simulates it).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import math
 import statistics
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from pytest_vitperf.verdicts.stats import (
     CONFIDENCE,
@@ -66,10 +73,23 @@ class Row:
     detectable: float  # the smallest change this many rounds flag SLOWER 4 times in 5 (judge)
     gpu: str | None = None  # where its rounds ran, when vitperf ab split the suite over GPUs
     two_states: bool = False  # its family ran in two states among one side's processes: not judged (other_states)
+    look: int = 1  # the look that judged it: its last, or the one that decided it (it left the rounds then)
+
+    @property
+    def open(self) -> bool:
+        """Whether more rounds may still decide it: UNKNOWN, and not for two states (which rounds do not settle)."""
+        return self.verdict == UNKNOWN and not self.two_states
 
     def to_dict(self) -> dict[str, object]:
         """Plain data for JSON: an infinite 'can see' (fewer than 3 rounds) is null, which JSON can say."""
         return {**asdict(self), "detectable": self.detectable if math.isfinite(self.detectable) else None}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Row:
+        """A row as to_dict wrote it (a run's --json)."""
+        ratios = {k: None if d[k] is None else Interval.from_dict(d[k]) for k in ("interval", "cycles")}
+        seen = math.inf if d["detectable"] is None else float(d["detectable"])
+        return cls(**{**d, **ratios, "detectable": seen})
 
 
 def order(rounds: int) -> list[tuple[str, str]]:
@@ -151,10 +171,16 @@ def decide(interval: Interval | None, significant: bool, threshold: float) -> st
     return UNKNOWN
 
 
-def equivalence_level(confidence: float, looks: int) -> float:
-    """The two-sided confidence of the intervals that decide SAME: two one-sided tests at 1 - `confidence`, that rate
-    shared among the looks (90% at 95% and one look)."""
-    return 1 - 2 * (1 - confidence) / max(1, looks)
+def spent(confidence: float, look: int) -> float:
+    """The error rate look `look` (1, 2, ...) may spend: (1 - `confidence`) / (look (look + 1)), half of it at the
+    first look, a sixth at the second, and so on, summing to under 1 - `confidence` however many looks are taken."""
+    return (1 - confidence) / (max(1, look) * (max(1, look) + 1))
+
+
+def equivalence_level(confidence: float, look: int) -> float:
+    """The two-sided confidence of the intervals that decide SAME at `look`: two one-sided tests at the rate it may
+    spend (95% at a 95% confidence's first look)."""
+    return 1 - 2 * spent(confidence, look)
 
 
 def judge(
@@ -162,38 +188,87 @@ def judge(
     *,
     threshold: float = THRESHOLD,
     confidence: float = CONFIDENCE,
-    looks: int = 1,
+    look: int = 1,
     two_states: Collection[str] = (),
+    decided: Mapping[tuple[str, str], Row] | None = None,
 ) -> list[Row]:
-    """Every row's verdict. The rate 1 - `confidence` is held over the matrix by Benjamini-Hochberg for SLOWER and
-    FASTER; for SAME it is each row's, one-sided on each side, shared among the `looks` taken (each look after more
-    rounds is one more chance to be wrong). "Can see" is taken at Benjamini-Hochberg's strictest step, the
-    Bonferroni share of every row and look, so that it is never optimistic. The rows of the families in
-    `two_states` ('MODEL bBATCH', other_states) are UNKNOWN, whatever their intervals say."""
-    equivalence = equivalence_level(confidence, looks)
-    level = family_wise(confidence, len(rows) * looks)
+    """Every row's verdict at `look`. The rows of `decided` (by (name, what)) keep the verdicts earlier looks gave
+    them; the others are judged at the rate this look may spend (spent): held over them by Benjamini-Hochberg for
+    SLOWER and FASTER, and each row's, one-sided on each side, for SAME. "Can see" is taken at Benjamini-Hochberg's
+    strictest step, the Bonferroni share of every open row, so that it is never optimistic. The rows of the families
+    in `two_states` ('MODEL bBATCH', other_states) are UNKNOWN, whatever their intervals say. Every row's rounds,
+    decided or not, inform the spreads the open ones borrow."""
+    decided = decided or {}
+    rate = spent(confidence, look)
+    open_rows = [k for k in rows if k not in decided]
+    level = family_wise(1 - rate, len(open_rows))
     # Spreads follow latencies (short products spread more): a row's is read at its precision's log latency.
     latency = {k[0]: math.fsum(math.log(a.median_ms) for a, _ in p) / len(p) for k, p in rows.items()
                if k[1] == LATENCY and p}  # fmt: skip
     at = {k: latency.get(k[0], 0.0) for k in rows}
-    times = moderated_intervals({k: _logs(p, False) for k, p in rows.items()}, at, equivalence)
-    cycles = moderated_intervals({k: _logs(p, True) for k, p in rows.items()}, at, equivalence)
-    judged = {k: (times[k], cycles[k]) for k in rows}
-    p_values = {k: t.p_value for k, (t, _) in judged.items() if t is not None}
-    kept = dict(zip(p_values, false_discoveries(list(p_values.values()), 1 - confidence), strict=True))
+    times = moderated_intervals({k: _logs(p, False) for k, p in rows.items()}, at, 1 - 2 * rate)
+    cycles = moderated_intervals({k: _logs(p, True) for k, p in rows.items()}, at, 1 - 2 * rate)
+    p_values = {k: t.p_value for k in open_rows if (t := times[k]) is not None}
+    kept = dict(zip(p_values, false_discoveries(list(p_values.values()), rate), strict=True))
     out = []
-    for (name, what), (t, c) in sorted(judged.items()):
+    for name, what in sorted(rows):
+        if (name, what) in decided:
+            out.append(decided[(name, what)])
+            continue
+        t, c = times[(name, what)], cycles[(name, what)]
         n = 0 if t is None else t.n
         seen = math.inf if t is None else detectable_change(t.sd_log, n, level, threshold=threshold, df=t.df)
         odd = family_of(name) in two_states
         verdict = UNKNOWN if odd else decide(t, kept.get((name, what), False), threshold)
-        out.append(Row(name, what, n, t, c, verdict, seen, two_states=odd))
+        out.append(Row(name, what, n, t, c, verdict, seen, two_states=odd, look=look))
     return out
+
+
+def settled(rows: Iterable[Row]) -> dict[tuple[str, str], Row]:
+    """The rows a look decided (or found in two states), by (name, what): they keep their verdicts and leave."""
+    return {(r.name, r.what): r for r in rows if not r.open}
+
+
+def still_measured(rows: Iterable[Row]) -> set[str]:
+    """The rows ('MODEL PRECISION bBATCH') the next rounds measure: each with a latency or speedup row still open,
+    and the FP16 of each family with one, which every speedup of the family is taken over."""
+    names = {r.name for r in rows if r.open}
+    return names | {f"{model} fp16 {batch}" for model, _, batch in (n.rsplit(" ", 2) for n in names)}
 
 
 def families_in(states: Mapping[tuple[int, str], list[str]]) -> set[str]:
     """The families that other_states found in two states."""
     return {f for found in states.values() for f in found}
+
+
+def sequential(
+    rounds: Sequence[tuple[Process, Process]],
+    *,
+    threshold: float = THRESHOLD,
+    confidence: float = CONFIDENCE,
+    first: int = BLOCK,
+) -> list[Row]:
+    """The rows as a run would judge `rounds` (recorded with every row in every round): a look after the first
+    `first` rounds and after every block after them, each decided row leaving the later rounds (its data there is
+    dropped, as it would not have been measured; still_measured). What `vitperf ab` does as it runs, replayed."""
+    rows: list[Row] = []
+    kept: list[tuple[Process, Process]] = []
+    ends = [*range(first, len(rounds), BLOCK), len(rounds)]
+    look, begin = 0, 0
+    for end in ends:
+        names = still_measured(rows) if rows else None
+        for a, b in rounds[begin:end]:
+            kept.append((a, b) if names is None else (_only(a, names), _only(b, names)))
+        look, begin = look + 1, end
+        rows = judge(pairs(kept), threshold=threshold, confidence=confidence, look=look,
+                     two_states=families_in(other_states(kept)), decided=settled(rows))  # fmt: skip
+        if not any(r.open for r in rows):
+            break
+    return rows
+
+
+def _only(process: Process, names: Collection[str]) -> Process:
+    return {n: s for n, s in process.items() if n in names}
 
 
 def batch_of(name: str) -> int | None:
@@ -202,38 +277,42 @@ def batch_of(name: str) -> int | None:
     return int(last[1:]) if last[:1] == "b" and last[1:].isdigit() else None
 
 
-def rounds_to_see(rows: Sequence[Row], aim: float, *, threshold: float = THRESHOLD, confidence: float = CONFIDENCE,
-                  looks: int = 1) -> int:  # fmt: skip
-    """The rounds in all, in whole blocks, at which every latency row of the matrix's largest batch (its throughput
-    rows) would see `aim`, at its spread so far and judged at one look more: 0 where each one already does, at most
-    MOST_ROUNDS. Rows with no spread yet (under 3 rounds) are left to the next block."""
-    top = max((b for r in rows if r.what == LATENCY and (b := batch_of(r.name)) is not None), default=None)
-    level = family_wise(confidence, len(rows) * (looks + 1))
+def rounds_to_decide(rows: Sequence[Row], *, threshold: float = THRESHOLD, confidence: float = CONFIDENCE) -> int:
+    """The rounds in all, in whole blocks, by which every open row would be decided if its estimate and spread held:
+    SAME once its interval fits inside the threshold, SLOWER or FASTER once it clears it; at most MOST_ROUNDS (a row
+    on the threshold is never decided). An estimate for the time left, not a plan: 0 when no row is open."""
     need = 0
     for r in rows:
         t = r.interval
-        if r.what != LATENCY or batch_of(r.name) != top or t is None or r.two_states or r.detectable <= aim:
+        if not r.open:
             continue
-        n, df = t.n, t.df if t.df is not None else t.n - 1
-        while n < MOST_ROUNDS and detectable_change(t.sd_log, n, level, threshold=threshold, df=df + n - t.n) > aim:
+        if t is None:
+            need = max(need, BLOCK * math.ceil((r.rounds + BLOCK) / BLOCK))
+            continue
+        look, n = r.look + 1, t.n
+        while n < MOST_ROUNDS:
             n += BLOCK
+            look += 1
+            beyond = abs(math.log(t.estimate)) - math.log1p(threshold)
+            margin = abs(math.log(t.estimate)) if beyond >= 0 else -beyond  # SLOWER / FASTER test against 1
+            if margin * math.sqrt(n) > _quantile(1 - spent(confidence, look), t.df) * t.sd_log:
+                break
         need = max(need, min(n, MOST_ROUNDS))
     return need
 
 
-def more_rounds(rows: Sequence[Row], done: int, looks: int, *, aim: float | None, threshold: float = THRESHOLD,
-                confidence: float = CONFIDENCE, per_round_s: float, left_s: float) -> int:  # fmt: skip
-    """How many rounds to run next, in whole blocks: one block while a row is UNKNOWN (not for two states, which more
-    rounds do not settle), and with an `aim`, as many as
-    its throughput rows need to see it (rounds_to_see), but only what `left_s` seconds pay for at `per_round_s`.
-    Planned from the spreads at hand, the aim takes one look more instead of one per block, and each look costs
-    confidence."""
-    wanted = BLOCK if any(r.verdict == UNKNOWN and not r.two_states for r in rows) else 0
-    if aim is not None:
-        wanted = max(wanted, rounds_to_see(rows, aim, threshold=threshold, confidence=confidence, looks=looks) - done)
-    blocks = math.ceil(wanted / BLOCK)
-    paid = math.floor(left_s / (per_round_s * BLOCK)) if per_round_s > 0 else blocks
-    return BLOCK * max(0, min(blocks, paid))
+def _quantile(p: float, df: float | None) -> float:
+    from scipy.stats import norm, t
+
+    return float(norm.ppf(p) if df is None else t.ppf(p, df))
+
+
+def more_rounds(rows: Sequence[Row], *, per_round_s: float, left_s: float) -> int:
+    """How many rounds to run next: one block (a look) while a row is open, if `left_s` seconds pay for it at
+    `per_round_s`; else none."""
+    if not any(r.open for r in rows):
+        return 0
+    return BLOCK if per_round_s <= 0 or left_s >= per_round_s * BLOCK else 0
 
 
 def exit_code(rows: Iterable[Row]) -> int:

@@ -1,0 +1,85 @@
+"""How far a `vitperf ab` run has got, told as it goes: after every round, the time so far, the rounds done, the
+rows SAME / SLOWER / FASTER / open at the last look, and an estimate of the time left. In a log (CI), one line a
+round; on a terminal, one live line through rich."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Sequence
+from typing import IO, TYPE_CHECKING, Any
+
+from pytest_vitperf.verdicts.ab import FASTER, SAME, SLOWER, rounds_to_decide
+
+if TYPE_CHECKING:
+    from pytest_vitperf.verdicts.ab import Row
+
+
+def minutes(seconds: float) -> str:
+    """'42 s', '3 min 05 s'."""
+    s = round(seconds)
+    return f"{s} s" if s < 60 else f"{s // 60} min {s % 60:02d} s"
+
+
+def counts(rows: Sequence[Row]) -> str:
+    """'9 SAME, 0 SLOWER, 0 FASTER, 5 open'; rows in two states count with neither (they are UNKNOWN for good)."""
+    n = {v: sum(r.verdict == v for r in rows) for v in (SAME, SLOWER, FASTER)}
+    return f"{n[SAME]} SAME, {n[SLOWER]} SLOWER, {n[FASTER]} FASTER, {sum(r.open for r in rows)} open"
+
+
+class Progress:
+    """A run's progress. `rounds_done` after each round; `judged` after each look. The estimate of the time left
+    is the rounds the open rows still need (verdicts.ab.rounds_to_decide, at least the rounds planned) at the
+    seconds the last round took: rows that leave make later rounds shorter, so it errs long."""
+
+    def __init__(self, threshold: float, confidence: float, budget_s: float = 0.0, out: IO[str] | None = None):
+        self.began = time.monotonic()
+        self.threshold, self.confidence, self.budget_s = threshold, confidence, budget_s
+        self.out = out or sys.stdout
+        self.rows: Sequence[Row] = ()
+        self.last_round_s = 0.0
+        self._round_ended = self.began
+        self._live: Any = None
+        if self.out.isatty():
+            from rich.console import Console
+            from rich.live import Live
+
+            self._live = Live(console=Console(file=self.out), auto_refresh=False, transient=False)
+            self._live.start()
+
+    def started(self) -> None:
+        """The rounds begin now (the prepares have ended): the first round is timed from here."""
+        self._round_ended = time.monotonic()
+
+    def judged(self, rows: Sequence[Row]) -> None:
+        self.rows = rows
+
+    def left_s(self, done: int, planned: int) -> float | None:
+        """Seconds still to go, or None before a round has ended."""
+        if not self.last_round_s:
+            return None
+        need = rounds_to_decide(self.rows, threshold=self.threshold, confidence=self.confidence) if self.rows else 0
+        left = max(planned, need) - done
+        if self.budget_s:
+            left = min(left, int((self.budget_s - (time.monotonic() - self.began)) // self.last_round_s))
+        return max(0, left) * self.last_round_s
+
+    def line(self, done: int, planned: int) -> str:
+        left = self.left_s(done, planned)
+        judged = f"{counts(self.rows)} ({len(self.rows)} rows)" if self.rows else "not judged yet"
+        rest = "" if left is None else f"; about {minutes(left)} left"
+        return (f"vitperf ab: {minutes(time.monotonic() - self.began)}, round {done} of {planned} planned: "
+                f"{judged}{rest}")  # fmt: skip
+
+    def rounds_done(self, done: int, planned: int) -> None:
+        now = time.monotonic()
+        self.last_round_s, self._round_ended = now - self._round_ended, now
+        text = self.line(done, planned)
+        if self._live is not None:
+            self._live.update(text, refresh=True)
+        else:
+            print(text, file=self.out, flush=True)
+
+    def close(self) -> None:
+        if self._live is not None:
+            self._live.stop()

@@ -1,0 +1,145 @@
+"""`vitperf ab`'s rows leave the rounds once decided: the stopping rule's rates under simulation (tools/ab_stopping.py,
+which runs the code a run uses), which tests the later processes run (--vitperf-units naming single tests, a family
+measuring only its selected precisions and their reference), and the progress a run prints."""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import math
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from scipy.stats import binomtest
+
+from pytest_vitperf.ab.plan import open_units
+from pytest_vitperf.ab.plan import tests_of as row_tests
+from pytest_vitperf.ab.progress import Progress, minutes
+from pytest_vitperf.verdicts.ab import (
+    LATENCY,
+    SAME,
+    SPEEDUP,
+    UNKNOWN,
+    Row,
+    Side,
+    judge,
+    pairs,
+    sequential,
+    settled,
+    spent,
+    still_measured,
+)
+from pytest_vitperf.verdicts.stats import Interval
+
+ROOT = Path(__file__).parent.parent
+DATA = Path(__file__).parent / "data"
+
+
+def _tool() -> Any:
+    spec = importlib.util.spec_from_file_location("ab_stopping", ROOT / "tools" / "ab_stopping.py")
+    assert spec is not None and spec.loader is not None
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    return tool
+
+
+def test_the_looks_spend_at_most_the_rate_however_many_there_are() -> None:
+    assert spent(0.95, 1) == pytest.approx(0.025) and spent(0.95, 2) == pytest.approx(0.05 / 6)
+    assert math.fsum(spent(0.95, k) for k in range(1, 10_000)) < 0.05
+
+
+@pytest.mark.parametrize("delta", [0.0, 0.01], ids=["a-a", "plus-1pct-on-fp8"])
+def test_the_stopping_rule_keeps_its_rates_on_simulated_matrices(delta: float) -> None:
+    """300 simulated latency-suite matrices (14 rows, H200 spreads, up to 16 rounds, rows leaving as decided): the
+    false verdicts per row stay under 5% with 95% confidence (Clopper-Pearson), and so does the share of matrices
+    with any; +1% on FP8 is found on its rows at least 90% of the time. `python tools/ab_stopping.py` runs 10,000."""
+    r = _tool().run(300, 16, delta, seed=7)
+    assert binomtest(r["false"], r["rows"]).proportion_ci(0.95).high < 0.05
+    assert binomtest(r["matrices with one"], r["matrices"]).proportion_ci(0.95).high < 0.05 + 0.03  # n = 300
+    assert r["decided"] / r["rows"] > 0.9 and r["rounds"] < 16
+    if delta:
+        hit, targets = r["power"]
+        assert targets == 4 * 300 and hit / targets > 0.9
+
+
+def _interval(estimate: float) -> Interval:
+    return Interval(estimate, estimate * 0.99, estimate * 1.01, 0.95, 4, 0.004, 0.5, df=6.0)
+
+
+def test_decided_rows_keep_their_verdicts_and_only_open_ones_are_measured() -> None:
+    rows = [
+        Row("m fp16 b1", LATENCY, 4, _interval(1.0), None, SAME, 0.01),
+        Row("m fp8 b1", LATENCY, 4, _interval(1.0), None, SAME, 0.01),
+        Row("m fp8 b1", SPEEDUP, 4, _interval(1.0), None, UNKNOWN, 0.01),
+        Row("m int8 b64", LATENCY, 4, _interval(1.0), None, SAME, 0.01),
+        Row("m bf16 b64", LATENCY, 4, _interval(1.0), None, UNKNOWN, 0.01, two_states=True),
+    ]
+    assert still_measured(rows) == {"m fp8 b1", "m fp16 b1"}  # the open row and its family's reference
+    assert set(settled(rows)) == {("m fp16 b1", LATENCY), ("m fp8 b1", LATENCY), ("m int8 b64", LATENCY),
+                                  ("m bf16 b64", LATENCY)}  # fmt: skip
+    again = Row.from_dict(json.loads(json.dumps(rows[2].to_dict())))
+    assert again == rows[2]
+
+
+def test_a_row_decided_at_a_look_is_not_judged_again() -> None:
+    data = json.loads((DATA / "ab" / "h200-ab-short-slices-2026-11-29.json").read_text())
+    rounds = [tuple({k: Side(*v) for k, v in side.items()} for side in pair) for pair in data["delay1"]]
+    first = judge(pairs(rounds[:4]), threshold=0.005, look=1)
+    later = judge(pairs(rounds), threshold=0.005, look=3, decided=settled(first))
+    for a, b in zip(first, later, strict=True):
+        assert (b is a) == (not a.open) and b.look == (1 if not a.open else 3)
+    assert sequential(rounds[:4], threshold=0.005) == first  # one block: one look
+
+
+def test_the_later_rounds_run_the_open_rows_tests_and_their_reference(tmp_path: Path) -> None:
+    """A real prepare's JSON (H100) names each row's test; the file the later processes get names the open rows'."""
+    shutil.copy(DATA / "h100-vit_base-rounds-benchmark.json", tmp_path / "prepare-A.json")
+    tests = row_tests(tmp_path)
+    node = "suites/test_vit_latency.py::test_latency[vit_base_patch16_224-b64-{}]"
+    assert tests["vit_base_patch16_224 fp16 b64"] == node.format("fp16")
+    path = open_units(tmp_path, 2, {"vit_base_patch16_224 fp8 b64", "vit_base_patch16_224 fp16 b64", "gone x b1"})
+    assert path.name == "open-after-look2.txt"
+    assert path.read_text().splitlines() == [node.format("fp16"), node.format("fp8")]
+
+
+MEMBERS = """
+import pytest
+
+@pytest.mark.gpu_bench
+def test_lat(vitperf_model, vitperf_batch, vitperf_precision, bench_family, vitperf_session):
+    print("members", vitperf_precision, sorted(vitperf_session.members(vitperf_model, vitperf_batch)))
+"""
+
+
+def test_a_units_file_of_single_tests_narrows_a_family_to_them(pytester: pytest.Pytester) -> None:
+    """--vitperf-units naming tests (vitperf ab's open rows): only those run, and their families measure only their
+    precisions (each family adds its reference itself); the other tests are deselected."""
+    pytester.makepyfile(test_lat=MEMBERS)
+    units = pytester.path / "open.txt"
+    units.write_text("".join(f"test_lat.py::test_lat[vit_tiny_patch16_224-b2-{p}]\n" for p in ("fp8", "fp16")))
+    args = ("--gpu-bench", "-p", "no:cacheprovider", "--vitperf-models=vit_tiny", "--vitperf-batch-sizes=1,2",
+            "--vitperf-precisions=fp16,bf16,fp8", "-s")  # fmt: skip
+    result = pytester.runpytest(*args, f"--vitperf-units={units}")
+    result.assert_outcomes(passed=2, deselected=4)
+    said = result.stdout.str()
+    assert "members fp16 ['fp16', 'fp8']" in said and "members fp8 ['fp16', 'fp8']" in said
+    assert "members fp16 ['bf16', 'fp16', 'fp8']" in pytester.runpytest(*args).stdout.str()
+
+
+def test_progress_says_the_time_the_rounds_the_verdicts_and_the_time_left() -> None:
+    out = io.StringIO()
+    p = Progress(threshold=0.005, confidence=0.95, out=out)
+    p.started()
+    p.rounds_done(1, 4)
+    said = out.getvalue()
+    assert said.startswith("vitperf ab: ") and "round 1 of 4 planned: not judged yet; about " in said
+    p.judged([Row("m fp16 b1", LATENCY, 4, _interval(1.0), None, SAME, 0.01),
+              Row("m fp8 b1", LATENCY, 4, _interval(1.004), None, UNKNOWN, 0.01)])  # fmt: skip
+    p.last_round_s = 30.0
+    left = p.left_s(4, 4)
+    assert left is not None and left >= 4 * 30  # the open row needs a block more at least
+    assert "1 SAME, 0 SLOWER, 0 FASTER, 1 open (2 rows)" in p.line(4, 4)
+    assert [minutes(s) for s in (42, 185)] == ["42 s", "3 min 05 s"]
