@@ -141,5 +141,23 @@ def test_progress_says_the_time_the_rounds_the_verdicts_and_the_time_left() -> N
     p.last_round_s = 30.0
     left = p.left_s(4, 4)
     assert left is not None and left >= 4 * 30  # the open row needs a block more at least
-    assert "1 SAME, 0 SLOWER, 0 FASTER, 1 open (2 rows)" in p.line(4, 4)
+    assert "1 SAME, 0 SLOWER, 0 FASTER, 1 open (2 rows); about " in p.line(4, 8)
+    last = p.line(4, 4, last=True)
+    assert last.endswith("round 4 of 4 planned: 1 SAME, 0 SLOWER, 0 FASTER, 1 open (2 rows); the last")
     assert [minutes(s) for s in (42, 185)] == ["42 s", "3 min 05 s"]
+
+
+def test_the_replay_gives_the_verdicts_the_live_h200_runs_gave() -> None:
+    """Real rounds (H200, 2026-12-02, cold, the latency suite's 14 rows, one block within a 285 s and a 345 s
+    budget): `sequential` on the recorded rounds says what each run said as it ran. The A/A: 8 SAME, 6 batch-64 rows
+    UNKNOWN, none SLOWER or FASTER; +1% on FP8: FP8's four rows SLOWER at 4 rounds, and no other row."""
+    data = json.loads((DATA / "ab" / "h200-ab-cold-first-block-2026-12-02.json").read_text())
+    for run in ("aa", "delay1"):
+        rounds = [tuple({k: Side(*v) for k, v in side.items()} for side in pair) for pair in data[run]]
+        rows = sequential(rounds, threshold=0.005)
+        assert {f"{r.name} | {r.what}": r.verdict for r in rows} == data[f"{run}_verdicts"], run
+    aa = list(data["aa_verdicts"].values())
+    assert (aa.count("SAME"), aa.count("UNKNOWN"), len(aa)) == (8, 6, 14)
+    slower = {k for k, v in data["delay1_verdicts"].items() if v == "SLOWER"}
+    assert slower == {f"vit_base_patch16_224 fp8 b{b} | {w}" for b in (1, 64) for w in (LATENCY, SPEEDUP)}
+    assert "FASTER" not in data["delay1_verdicts"].values()

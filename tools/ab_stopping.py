@@ -2,13 +2,14 @@
 (verdicts.ab.sequential, the code a run uses), on matrices of known spread. Prints, for an A/A and for +1% on one
 precision, the false-verdict rate per row and the power, each with its Clopper-Pearson 95% interval.
 
-    python tools/ab_stopping.py [--matrices 10000] [--rounds 16] [--seed 1]
+    python tools/ab_stopping.py [--matrices 10000] [--rounds 16] [--seed 1] [--scale 1]
 
 A matrix is the latency suite's: one model, FP16, BF16, FP8 and INT8 at batch 1 and 64 (8 engines, 14 rows). A
 process's median of a row is its true latency times exp(noise): a part shared by the family (the clock under the
 power cap) and a part of the row's own, at the spreads of H200 processes (the recorded A/As of 2026-11-29 with
 today's process plan, tests/data/ab/h200-ab-short-slices-2026-11-29.json: a row's median spread 0.13-0.20% between
-processes at batch 1, 0.16-0.33% at batch 64). The practical threshold is 0.5%.
+processes at batch 1, 0.16-0.33% at batch 64); --scale multiplies them (the 4-round H200 runs of 2026-12-02 spread
+about twice as much at batch 64). The practical threshold is 0.5%.
 - A/A: a false verdict is a row SLOWER or FASTER.
 - +1% on FP8 (side B): a false verdict is one of FP8's four rows SAME or FASTER, or another row SLOWER or FASTER;
   the power is the share of FP8's rows SLOWER.
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from scipy.stats import binomtest
@@ -31,32 +33,37 @@ BATCHES = {1: (0.6, 0.0010, 0.0012), 64: (5.9, 0.0020, 0.0018)}  # ms, family sd
 THRESHOLD = 0.005
 
 
-def matrix(rng: np.random.Generator, rounds: int, slower: dict[str, float]) -> list[tuple[Process, Process]]:
-    """`rounds` rounds of one simulated matrix; `slower` multiplies side B's rows of those precisions."""
+def matrix(
+    rng: np.random.Generator, rounds: int, slower: dict[str, float], scale: float = 1.0
+) -> list[tuple[Process, Process]]:
+    """`rounds` rounds of one simulated matrix; `slower` multiplies side B's rows of those precisions; `scale` the
+    spreads."""
     out = []
     for _ in range(rounds):
         pair = []
         for side in "AB":
             process: dict[str, Side] = {}
             for batch, (ms, family_sd, own_sd) in BATCHES.items():
-                shared = rng.normal(0.0, family_sd)
+                shared = rng.normal(0.0, family_sd * scale)
                 for p, rel in PRECISIONS.items():
                     factor = slower.get(p, 1.0) if side == "B" else 1.0
-                    noise = shared + rng.normal(0.0, own_sd)
+                    noise = shared + rng.normal(0.0, own_sd * scale)
                     process[f"vit {p} b{batch}"] = Side(ms * rel * factor * math.exp(noise))
             pair.append(process)
         out.append((pair[0], pair[1]))
     return out
 
 
-def run(matrices: int, rounds: int, delta: float, seed: int, confidence: float = 0.95) -> dict[str, object]:
+def run(
+    matrices: int, rounds: int, delta: float, seed: int, confidence: float = 0.95, scale: float = 1.0
+) -> dict[str, Any]:
     """What `matrices` simulated runs of up to `rounds` rounds decide, with `delta` (0: an A/A) on FP8 as side B."""
     rng = np.random.default_rng(seed)
     wrong = rows = hit = targets = decided = 0
     spent_rounds: list[int] = []
     any_wrong = 0
     for _ in range(matrices):
-        judged: Sequence[Row] = sequential(matrix(rng, rounds, {"fp8": 1 + delta} if delta else {}),
+        judged: Sequence[Row] = sequential(matrix(rng, rounds, {"fp8": 1 + delta} if delta else {}, scale),
                                            threshold=THRESHOLD, confidence=confidence)  # fmt: skip
         bad = 0
         for r in judged:
@@ -88,14 +95,16 @@ def main() -> None:
     parser.add_argument("--matrices", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=16)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--scale", type=float, default=1.0)
     args = parser.parse_args()
-    print(f"{args.matrices} matrices of 14 rows, up to {args.rounds} rounds, threshold {THRESHOLD:.1%}, 95%")
+    print(f"{args.matrices} matrices of 14 rows, up to {args.rounds} rounds, threshold {THRESHOLD:.1%}, 95%, "
+          f"spreads x{args.scale:g}")  # fmt: skip
     for name, delta in (("A/A", 0.0), ("+1% on fp8", 0.01)):
-        r = run(args.matrices, args.rounds, delta, args.seed)
-        hit, targets = r["power"]  # type: ignore[misc]
-        print(f"{name}: false verdicts per row {rate(r['false'], r['rows'])}; matrices with one "  # type: ignore[arg-type]
-              f"{rate(r['matrices with one'], r['matrices'])}; rows decided {rate(r['decided'], r['rows'])}; "  # type: ignore[arg-type]
-              f"power {rate(hit, targets) if targets else '-'}; mean rounds {r['rounds']:.1f}")
+        r = run(args.matrices, args.rounds, delta, args.seed, scale=args.scale)
+        hit, targets = r["power"]
+        print(f"{name}: false verdicts per row {rate(r['false'], r['rows'])}; matrices with one "
+              f"{rate(r['matrices with one'], r['matrices'])}; rows decided {rate(r['decided'], r['rows'])}; "
+              f"power {rate(hit, targets) if targets else '-'}; mean rounds {r['rounds']:.1f}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -64,17 +64,18 @@ class Progress:
             left = min(left, int((self.budget_s - (time.monotonic() - self.began)) // self.last_round_s))
         return max(0, left) * self.last_round_s
 
-    def line(self, done: int, planned: int) -> str:
-        left = self.left_s(done, planned)
+    def line(self, done: int, planned: int, last: bool = False) -> str:
+        left = None if last else self.left_s(done, planned)
         judged = f"{counts(self.rows)} ({len(self.rows)} rows)" if self.rows else "not judged yet"
-        rest = "" if left is None else f"; about {minutes(left)} left"
+        rest = "; the last" if last else "" if left is None else f"; about {minutes(left)} left"
         return (f"vitperf ab: {minutes(time.monotonic() - self.began)}, round {done} of {planned} planned: "
                 f"{judged}{rest}")  # fmt: skip
 
-    def rounds_done(self, done: int, planned: int) -> None:
+    def rounds_done(self, done: int, planned: int, last: bool = False) -> None:
+        """Round `done` of `planned` has ended (and, at a block's end, been judged); `last`: the run ends here."""
         now = time.monotonic()
         self.last_round_s, self._round_ended = now - self._round_ended, now
-        text = self.line(done, planned)
+        text = self.line(done, planned, last)
         if self._live is not None:
             self._live.update(text, refresh=True)
         else:

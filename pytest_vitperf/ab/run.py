@@ -173,8 +173,9 @@ def _run(
     looks, units = 0, None
     rows: list[Row] = []
 
-    def ended(i: int) -> None:
-        progress.rounds_done(i + 1, planned)
+    def ended(i: int) -> None:  # a block's last round is told once it has been judged
+        if i + 1 < len(rounds) + step:
+            progress.rounds_done(i + 1, planned)
 
     while True:
         before = len(rounds)
@@ -186,13 +187,14 @@ def _run(
         rows = judge(pairs(rounds), threshold=args.threshold, confidence=args.confidence, look=looks,
                      two_states=families_in(other_states(rounds)), decided=settled(rows))  # fmt: skip
         progress.judged(rows)
-        if not any(r.open for r in rows):
-            return looks, rounds, rows
-        if len(rounds) >= planned:
+        more = 0
+        if any(r.open for r in rows) and len(rounds) >= planned:
             more = more_rounds(rows, per_round_s=per_round, left_s=args.budget_s - (time.monotonic() - run_began))
-            if not more:
-                return looks, rounds, rows
-            planned += more
+        planned += more
+        if not any(r.open for r in rows) or len(rounds) >= planned:
+            progress.rounds_done(len(rounds), len(rounds), last=True)
+            return looks, rounds, rows
+        progress.rounds_done(len(rounds), planned)
         units = open_units(work, looks, still_measured(rows))
 
 
