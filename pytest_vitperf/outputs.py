@@ -14,6 +14,25 @@ from pytest_vitperf.results import decided
 from pytest_vitperf.session import VitperfSession
 
 
+def sign_cache(session: pytest.Session, vs: VitperfSession) -> None:
+    """The controller signs its cache folder's compiled parts as the run ends, interrupted or not (core/signing.py).
+    A signature that cannot be written fails the run: the next run would build every part again."""
+    config = session.config
+    if not vs.settings.enabled or vs.settings.cache_dir is None or hasattr(config, "workerinput"):
+        return
+    if config.option.collectonly:
+        return
+    from pytest_vitperf.core.signing import cache_key, checked_by_caller, sign
+
+    if checked_by_caller(vs.settings.cache_dir):
+        return
+    try:
+        sign(vs.settings.cache_dir, cache_key())
+    except OSError as exc:
+        vs.export_errors.append(f"{vs.settings.cache_dir}: its compiled parts not signed ({exc.strerror or exc}); the "
+                                "next run builds them again")  # fmt: skip
+
+
 def finish(session: pytest.Session, vs: VitperfSession) -> None:
     """pytest_sessionfinish: each process writes the baselines it measured (the store's lock merges them); a worker
     hands its results to the controller; the controller, holding every worker's, writes the rest. A run ended by a

@@ -34,7 +34,7 @@ from pytest_vitperf.fixtures import (  # noqa: F401  (fixtures are registered by
     vitperf_session,
 )
 from pytest_vitperf.options import GPU_BENCH, add_options
-from pytest_vitperf.options.checks import check_paths, check_store
+from pytest_vitperf.options.checks import check_cache, check_paths, check_store
 from pytest_vitperf.options.resolve import settings_from_config
 from pytest_vitperf.session import VitperfSession
 from pytest_vitperf.workers import BALANCING, case_id, share_host, too_many_workers
@@ -74,6 +74,8 @@ def pytest_configure(config: pytest.Config) -> None:
     check_paths(session.settings)
     if not config.option.collectonly:  # a run that will write its rows; collecting opens nothing
         check_store(session.settings)
+        if session.settings.cache_dir is not None:  # before Inductor or a loader is pointed at it
+            session.cache_notes = check_cache(session.settings.cache_dir)
     workers = getattr(config.option, "numprocesses", None)  # xdist's -n, made a number before pytest_configure
     if workers:
         why = too_many_workers(workers, len(session.gpus), session.settings.share_devices)
@@ -131,6 +133,8 @@ def pytest_report_header(config: pytest.Config) -> str:
         line += f"\nvitperf: {banner}"
     if session.backend_reason:
         line += f"\nvitperf: backend {backend.name} cannot run here: {session.backend_reason}"
+    for note in session.cache_notes:
+        line += f"\nvitperf: {note}"
     return line
 
 
@@ -270,6 +274,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     from pytest_vitperf import outputs
 
     vs = get_session(session.config)
+    outputs.sign_cache(session, vs)
     outputs.finish(session, vs)
     outputs.end_at_once(session, vs)
 

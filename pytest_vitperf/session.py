@@ -75,6 +75,7 @@ class VitperfSession:
         self.history_error: list[str] = []
         self.exported: list[str] = []
         self.export_errors: list[str] = []
+        self.cache_notes: list[str] = []  # compiled parts of the cache folder moved aside, said in the header
         self.lost_workers: list[str] = []  # on the controller: workers that went down, taking their results along
         self.gpu_index = 0  # among the GPUs the run was started with; a pinned worker sees its own as cuda:0
         self.families: dict[tuple[str, int, str], FamilyRun] = {}  # (model, batch, backend) -> what its rounds gave

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +14,10 @@ pytest_plugins = ["pytester"]
 settings.register_profile("ci", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("nightly", parent=settings.get_profile("ci"), max_examples=5000)
 settings.load_profile("ci")
+
+# The key that signs the compiled parts of the tests' cache folders (core/signing.py): the tests, and the processes
+# they start, never make a key file in the home folder. tests/test_signing.py sets its own.
+os.environ.setdefault("VITPERF_CACHE_KEY", "pytest-vitperf tests")
 
 REPO = Path(__file__).resolve().parents[1]
 SUITE = REPO / "suites" / "test_vit_latency.py"

@@ -198,6 +198,16 @@ def _run(
         units = open_units(work, looks, still_measured(rows))
 
 
+def _sign_sides(work: Path) -> None:
+    """Sign each side's cache folder again once the rounds have run: a round's process may have compiled into the
+    parts it borrows (links, which it does not sign itself; core/signing.py)."""
+    from pytest_vitperf.core.signing import cache_key, sign
+
+    for side in "AB":
+        if (work / f"cache-{side}").is_dir():
+            sign(work / f"cache-{side}", cache_key())
+
+
 def _kept(work: Path, args: argparse.Namespace) -> str:
     """What an interrupted run leaves for --resume: the processes that finished, as the work folder holds them."""
     prepared = [s for s in "AB" if recorded(work, "prepare", s, args, say=False)]
@@ -235,6 +245,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         with processes.interruptible():
             looks, rounds, rows = _run(commands, work, args, env, progress)
+            _sign_sides(work)
             if (args.explain or args.explain_all) and (names := chosen(rows, args.explain_all)):
                 overlap = not host_timed(work)
                 explained = explain(names, lambda t, ns: in_turn(t, commands, work, ns, env, overlap), work, args)

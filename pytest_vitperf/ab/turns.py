@@ -17,6 +17,7 @@ from typing import IO, TYPE_CHECKING
 from pytest_vitperf.ab.explain import LABEL
 from pytest_vitperf.ab.plan import PREPARE_PLAN, own_builds, shared_parts, suite_args
 from pytest_vitperf.core import processes
+from pytest_vitperf.core.signing import CHECKED_ENV
 from pytest_vitperf.options import TURN_DONE, UNITS, WAIT_FOR
 
 if TYPE_CHECKING:
@@ -60,6 +61,8 @@ def start(
             *suite_args(args.pytest_args), *(PREPARE_PLAN if label == "prepare" else ()),
             *([f"{UNITS}={units}"] if units is not None else [])]  # fmt: skip
     log = (work / f"{label}-{side}.log").open("wb")
+    if label != "prepare" and not own:  # the side's folder, shared: its prepare checked it (core/signing.py)
+        env = {**env, CHECKED_ENV: str(cache)}
     popen = processes.start(full, stdout=log, stderr=subprocess.STDOUT, env=env)
     return Running(popen, log, cache if own else None, out)
 

@@ -73,6 +73,37 @@ def check_store(s: Settings) -> None:
             raise pytest.UsageError(f"{STORE} {s.store}: {problem}")
 
 
+def check_cache(cache_dir: Path) -> list[str]:
+    """The cache folder's compiled parts checked before anything loads them (core/signing.py): each one a key this
+    host trusts did not sign is moved aside, one line each (returned, for the header). A folder other users can
+    write is refused unless it is signed, as a usage error."""
+    from pytest_vitperf.core.signing import (
+        KEY_ENV,
+        cache_key,
+        checked_by_caller,
+        key_file,
+        others_can_write,
+        signed_anywhere,
+        trust,
+    )
+
+    if checked_by_caller(cache_dir):
+        return []
+    try:
+        key = cache_key()
+    except OSError as exc:
+        raise pytest.UsageError(f"{CACHE_DIR} {cache_dir}: the key that signs its compiled parts cannot be read or "
+                                f"made at {key_file()} ({exc.strerror or exc}); set {KEY_ENV}") from None  # fmt: skip
+    if cache_dir.is_dir() and others_can_write(cache_dir) and not signed_anywhere(cache_dir, key):
+        raise pytest.UsageError(f"{CACHE_DIR} {cache_dir}: other users can write it and nothing in it is signed with "
+                                f"this host's key; chmod o-w {cache_dir}, or give a folder of your own")  # fmt: skip
+    try:
+        return trust(cache_dir, key)
+    except OSError as exc:
+        raise pytest.UsageError(f"{CACHE_DIR} {cache_dir}: its compiled parts cannot be checked "
+                                f"({exc.strerror or exc}); give a folder of your own") from None  # fmt: skip
+
+
 def writable_folder_problem(path: Path) -> str | None:
     """Why files cannot be written in folder `path` (made if missing), or None."""
     existing = next((p for p in (path, *path.parents) if p.exists()), None)
