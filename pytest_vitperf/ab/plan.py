@@ -86,10 +86,14 @@ def tests_of(work: Path) -> dict[str, str]:
     return out
 
 
-def open_units(work: Path, look: int, rows: set[str]) -> Path:
+def open_units(work: Path, look: int, rows: set[str]) -> Path | None:
     """A --vitperf-units file that keeps the tests of `rows` (verdicts.ab.still_measured) for the rounds after
-    `look`: the tests of decided rows, and tests that measure no row, leave them."""
+    `look`: the tests of decided rows, and tests that measure no row, leave them. None (every test stays) where the
+    prepares name none of those rows' tests."""
     tests = tests_of(work)
+    kept = [tests[name] for name in sorted(rows) if name in tests]
+    if not kept:
+        return None
     path = work / f"open-after-look{look}.txt"
-    path.write_text("".join(f"{tests[name]}\n" for name in sorted(rows) if name in tests))
+    path.write_text("".join(f"{test}\n" for test in kept))
     return path
