@@ -3,6 +3,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -21,6 +22,17 @@ os.environ.setdefault("VITPERF_CACHE_KEY", "pytest-vitperf tests")
 
 REPO = Path(__file__).resolve().parents[1]
 SUITE = REPO / "suites" / "test_vit_latency.py"
+
+
+def load_tool(name: str) -> Any:
+    """tools/NAME.py as a module (the tools are scripts, not a package), for tests that run their functions."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, REPO / "tools" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    return tool
 
 # timm's own test ViT (160 px, patch 16, width 64, 6 blocks): a real timm ViT that a 2-core CPU runs in 7 ms (FP32)
 # to 20 ms (FP16), where vit_tiny takes 55 to 210 ms. No warm-up, batch 1, three samples a block, and in a family

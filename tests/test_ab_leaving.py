@@ -4,13 +4,11 @@ measuring only its selected precisions and their reference), and the progress a 
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
 import math
 import shutil
 from pathlib import Path
-from typing import Any
 
 import pytest
 from scipy.stats import binomtest
@@ -33,17 +31,9 @@ from pytest_vitperf.verdicts.ab import (
     still_measured,
 )
 from pytest_vitperf.verdicts.stats import Interval
+from tests.conftest import load_tool
 
-ROOT = Path(__file__).parent.parent
 DATA = Path(__file__).parent / "data"
-
-
-def _tool() -> Any:
-    spec = importlib.util.spec_from_file_location("ab_stopping", ROOT / "tools" / "ab_stopping.py")
-    assert spec is not None and spec.loader is not None
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
-    return tool
 
 
 def test_the_looks_spend_at_most_the_rate_however_many_there_are() -> None:
@@ -56,7 +46,7 @@ def test_the_stopping_rule_keeps_its_rates_on_simulated_matrices(delta: float) -
     """300 simulated latency-suite matrices (14 rows, H200 spreads, up to 16 rounds, rows leaving as decided): the
     false verdicts per row stay under 5% with 95% confidence (Clopper-Pearson), and so does the share of matrices
     with any; +1% on FP8 is found on its rows at least 90% of the time. `python tools/ab_stopping.py` runs 10,000."""
-    r = _tool().run(300, 16, delta, seed=7)
+    r = load_tool("ab_stopping").run(300, 16, delta, seed=7)
     assert binomtest(r["false"], r["rows"]).proportion_ci(0.95).high < 0.05
     assert binomtest(r["matrices with one"], r["matrices"]).proportion_ci(0.95).high < 0.05 + 0.03  # n = 300
     assert r["decided"] / r["rows"] > 0.9 and r["rounds"] < 16

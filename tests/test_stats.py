@@ -32,8 +32,7 @@ from pytest_vitperf.verdicts.stats import (
     ratio_interval,
     spread_prior,
 )
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.conftest import load_tool
 
 
 def test_the_interval_is_students_t_on_the_log_ratios() -> None:
@@ -244,13 +243,7 @@ def test_more_builds_let_a_run_see_a_change_that_two_builds_miss() -> None:
 
 
 def _build_coverage() -> Any:
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("build_coverage", ROOT / "tools" / "build_coverage.py")
-    assert spec is not None and spec.loader is not None
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
-    return tool
+    return load_tool("build_coverage")
 
 
 def test_a_spread_keeps_its_mean_squares_and_reads_back() -> None:
