@@ -20,7 +20,7 @@ def sign_cache(session: pytest.Session, vs: VitperfSession) -> None:
     config = session.config
     if not vs.settings.enabled or vs.settings.cache_dir is None or hasattr(config, "workerinput"):
         return
-    if config.option.collectonly:
+    if config.option.collectonly:  # checked nothing, built nothing
         return
     from pytest_vitperf.core.signing import cache_key, checked_by_caller, sign
 

@@ -122,7 +122,7 @@ def test_a_units_file_of_single_tests_narrows_a_family_to_them(pytester: pytest.
 
 def test_progress_says_the_time_the_rounds_the_verdicts_and_the_time_left() -> None:
     out = io.StringIO()
-    p = Progress(threshold=0.005, confidence=0.95, out=out)
+    p = Progress(threshold=0.005, confidence=0.95, budget_s=3600, out=out)
     p.started()
     p.rounds_done(1, 4)
     said = out.getvalue()
@@ -132,6 +132,10 @@ def test_progress_says_the_time_the_rounds_the_verdicts_and_the_time_left() -> N
     p.last_round_s = 30.0
     left = p.left_s(4, 4)
     assert left is not None and left >= 4 * 30  # the open row needs a block more at least
+    plain = Progress(threshold=0.005, confidence=0.95, out=io.StringIO())
+    plain.judged(p.rows)
+    plain.last_round_s = 30.0
+    assert plain.left_s(4, 4) == 0 and plain.left_s(2, 4) == 60  # no budget: no block beyond those planned
     assert "1 SAME, 0 SLOWER, 0 FASTER, 1 open (2 rows); about " in p.line(4, 8)
     last = p.line(4, 4, last=True)
     assert last.endswith("round 4 of 4 planned: 1 SAME, 0 SLOWER, 0 FASTER, 1 open (2 rows); the last")

@@ -29,8 +29,8 @@ def counts(rows: Sequence[Row]) -> str:
 
 class Progress:
     """A run's progress. `rounds_done` after each round; `judged` after each look. The estimate of the time left
-    is the rounds the open rows still need (verdicts.ab.rounds_to_decide, at least the rounds planned) at the
-    seconds the last round took: rows that leave make later rounds shorter, so it errs long."""
+    is the rounds planned, and with a budget those the open rows still need (verdicts.ab.rounds_to_decide) as far
+    as it pays, at the seconds the last round took: rows that leave make later rounds shorter, so it errs long."""
 
     def __init__(self, threshold: float, confidence: float, budget_s: float = 0.0, out: IO[str] | None = None):
         self.began = time.monotonic()
@@ -58,10 +58,11 @@ class Progress:
         """Seconds still to go, or None before a round has ended."""
         if not self.last_round_s:
             return None
-        need = rounds_to_decide(self.rows, threshold=self.threshold, confidence=self.confidence) if self.rows else 0
-        left = max(planned, need) - done
-        if self.budget_s:
-            left = min(left, int((self.budget_s - (time.monotonic() - self.began)) // self.last_round_s))
+        left = planned - done
+        if self.budget_s and self.rows:  # more blocks while rows are open, as far as the budget pays
+            need = rounds_to_decide(self.rows, threshold=self.threshold, confidence=self.confidence) - done
+            paid = int((self.budget_s - (time.monotonic() - self.began)) // self.last_round_s)
+            left = max(left, min(need, paid))
         return max(0, left) * self.last_round_s
 
     def line(self, done: int, planned: int, last: bool = False) -> str:

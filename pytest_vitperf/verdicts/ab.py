@@ -271,12 +271,6 @@ def _only(process: Process, names: Collection[str]) -> Process:
     return {n: s for n, s in process.items() if n in names}
 
 
-def batch_of(name: str) -> int | None:
-    """The batch of a row named 'MODEL PRECISION bBATCH', or None."""
-    last = name.rsplit(" ", 1)[-1]
-    return int(last[1:]) if last[:1] == "b" and last[1:].isdigit() else None
-
-
 def rounds_to_decide(rows: Sequence[Row], *, threshold: float = THRESHOLD, confidence: float = CONFIDENCE) -> int:
     """The rounds in all, in whole blocks, by which every open row would be decided if its estimate and spread held:
     SAME once its interval fits inside the threshold, SLOWER or FASTER once it clears it; at most MOST_ROUNDS (a row
@@ -289,22 +283,21 @@ def rounds_to_decide(rows: Sequence[Row], *, threshold: float = THRESHOLD, confi
         if t is None:
             need = max(need, BLOCK * math.ceil((r.rounds + BLOCK) / BLOCK))
             continue
-        look, n = r.look + 1, t.n
+        look, n, df = r.look, t.n, t.df if t.df is not None else t.n - 1
+        beyond = abs(math.log(t.estimate)) - math.log1p(threshold)
+        margin = abs(math.log(t.estimate)) if beyond >= 0 else -beyond  # SLOWER / FASTER: tested against 1
         while n < MOST_ROUNDS:
-            n += BLOCK
-            look += 1
-            beyond = abs(math.log(t.estimate)) - math.log1p(threshold)
-            margin = abs(math.log(t.estimate)) if beyond >= 0 else -beyond  # SLOWER / FASTER test against 1
-            if margin * math.sqrt(n) > _quantile(1 - spent(confidence, look), t.df) * t.sd_log:
+            n, look = n + BLOCK, look + 1
+            if margin * math.sqrt(n) > _t(1 - spent(confidence, look), df + n - t.n) * t.sd_log:
                 break
         need = max(need, min(n, MOST_ROUNDS))
     return need
 
 
-def _quantile(p: float, df: float | None) -> float:
-    from scipy.stats import norm, t
+def _t(p: float, df: float) -> float:
+    from scipy.stats import t
 
-    return float(norm.ppf(p) if df is None else t.ppf(p, df))
+    return float(t.ppf(p, df))
 
 
 def more_rounds(rows: Sequence[Row], *, per_round_s: float, left_s: float) -> int:
