@@ -65,14 +65,16 @@ def test_an_unsigned_file_moves_its_part_aside_and_nothing_else(tmp_path: Path) 
     assert trust(cache, b"k") == []
 
 
-def test_a_part_linked_from_elsewhere_is_signed_where_it_lives(tmp_path: Path) -> None:
-    side = tmp_path / "cache-A"
-    _plant(side, {"inductor/kernel.py": b"pass"})
-    own = tmp_path / "cache-A-round0"
-    own.mkdir()
-    (own / "inductor").symlink_to(side / "inductor", target_is_directory=True)
-    assert trust(own, b"k") == []  # a vitperf ab round's link: its side's prepare checked it
-    assert trust(side, b"k") != []
+def test_a_part_replaced_by_a_link_is_checked_like_any_other(tmp_path: Path) -> None:
+    """A part swapped for a link to someone else's folder: the link is moved aside, and the folder it named is left."""
+    elsewhere = tmp_path / "theirs"
+    _plant(elsewhere, {"kernel.py": b"import os"})
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "inductor").symlink_to(elsewhere, target_is_directory=True)
+    (said,) = trust(cache, b"k")
+    assert "1 file(s) not signed" in said and not (cache / "inductor").exists()
+    assert (elsewhere / "kernel.py").exists()
 
 
 def test_the_key_comes_from_the_environment_or_a_private_file_made_once(
@@ -133,8 +135,8 @@ def test_a_changed_inductor_kernel_is_not_loaded_and_the_run_compiles_again(
 def test_a_process_whose_caller_checks_the_folder_leaves_it_to_the_caller(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`vitperf ab`'s round processes that share their side's folder (--reuse-compiles): the prepare checked it, and
-    one round checking it while another compiles into it would move that one's files aside."""
+    """`vitperf ab`'s round processes, which borrow their side's parts: the side's prepare checked them, and one round
+    checking them while another compiles into them would move that one's files aside."""
     from pytest_vitperf.core.signing import CHECKED_ENV
     from pytest_vitperf.options.checks import check_cache
 

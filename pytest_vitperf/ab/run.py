@@ -200,7 +200,7 @@ def _run(
 
 def _sign_sides(work: Path) -> None:
     """Sign each side's cache folder again once the rounds have run: a round's process may have compiled into the
-    parts it borrows (links, which it does not sign itself; core/signing.py)."""
+    parts it borrows, and neither checks nor signs them itself (core/signing.CHECKED_ENV)."""
     from pytest_vitperf.core.signing import cache_key, sign
 
     for side in "AB":

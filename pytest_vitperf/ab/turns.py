@@ -61,7 +61,7 @@ def start(
             *suite_args(args.pytest_args), *(PREPARE_PLAN if label == "prepare" else ()),
             *([f"{UNITS}={units}"] if units is not None else [])]  # fmt: skip
     log = (work / f"{label}-{side}.log").open("wb")
-    if label != "prepare" and not own:  # the side's folder, shared: its prepare checked it (core/signing.py)
+    if label != "prepare":  # what it borrows of its side's folder, the side's prepare checked (core/signing.py)
         env = {**env, CHECKED_ENV: str(cache)}
     popen = processes.start(full, stdout=log, stderr=subprocess.STDOUT, env=env)
     return Running(popen, log, cache if own else None, out)

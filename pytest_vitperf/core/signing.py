@@ -25,9 +25,10 @@ from pathlib import Path
 from pytest_vitperf.core.files import write_atomic
 
 KEY_ENV = "VITPERF_CACHE_KEY"
-# Set by `vitperf ab` to the side's cache folder for the round processes that share it (--reuse-compiles): its
-# prepare checked it, and `vitperf ab` signs it after the rounds; a process checking it while another compiles into it
-# would move that one's files aside.
+# Set by `vitperf ab` for its round and profile processes, to the cache folder each is given: the side's (with
+# --reuse-compiles), or one of its own whose shared parts link to the side's. The side's prepare checked those, and
+# `vitperf ab` signs them after the rounds: a process checking them while another compiles into them would move that
+# one's files aside.
 CHECKED_ENV = "VITPERF_CACHE_CHECKED"
 MANIFEST = ".vitperf-signatures.json"
 COMPILED_PARTS = ("inductor", "ready", "torch_extensions", "plans", "trtexec")
@@ -115,9 +116,9 @@ def checked_by_caller(cache_dir: Path) -> bool:
 
 
 def parts(cache_dir: Path) -> list[Path]:
-    """The compiled parts of a cache folder that are its own: a part linked from elsewhere (a `vitperf ab` round's
-    link to its side's) is checked and signed where it lives."""
-    return [cache_dir / p for p in COMPILED_PARTS if (cache_dir / p).is_dir() and not (cache_dir / p).is_symlink()]
+    """The compiled parts of a cache folder, links included: a part replaced by a link to a folder of someone else's
+    is checked like any other."""
+    return [cache_dir / p for p in COMPILED_PARTS if (cache_dir / p).is_dir()]
 
 
 def trust(cache_dir: Path, key: bytes) -> list[str]:
