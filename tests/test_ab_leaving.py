@@ -156,3 +156,19 @@ def test_the_replay_gives_the_verdicts_the_live_h200_runs_gave() -> None:
     slower = {k for k, v in data["delay1_verdicts"].items() if v == "SLOWER"}
     assert slower == {f"vit_base_patch16_224 fp8 b{b} | {w}" for b in (1, 64) for w in (LATENCY, SPEEDUP)}
     assert "FASTER" not in data["delay1_verdicts"].values()
+
+
+def test_on_a_terminal_progress_is_one_live_line() -> None:
+    """rich draws the line in place (a cursor move back over it), and leaves the last one standing."""
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    out = Terminal()
+    p = Progress(threshold=0.005, confidence=0.95, out=out)
+    p.rounds_done(1, 4)
+    p.rounds_done(2, 4)
+    p.close()
+    said = out.getvalue()
+    assert "round 1 of 4 planned" in said and "round 2 of 4 planned" in said and "\x1b[" in said

@@ -44,7 +44,7 @@ class Progress:
             from rich.console import Console
             from rich.live import Live
 
-            self._live = Live(console=Console(file=self.out), auto_refresh=False, transient=False)
+            self._live = Live(console=Console(file=self.out, highlight=False), auto_refresh=False, transient=False)
             self._live.start()
 
     def started(self) -> None:
