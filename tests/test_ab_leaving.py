@@ -90,10 +90,11 @@ def test_the_later_rounds_run_the_open_rows_tests_and_their_reference(tmp_path: 
     tests = row_tests(tmp_path)
     node = "suites/test_vit_latency.py::test_latency[vit_base_patch16_224-b64-{}]"
     assert tests["vit_base_patch16_224 fp16 b64"] == node.format("fp16")
-    path = open_units(tmp_path, 2, {"vit_base_patch16_224 fp8 b64", "vit_base_patch16_224 fp16 b64", "gone x b1"})
+    path = open_units(tmp_path, 2, {"vit_base_patch16_224 fp8 b64", "vit_base_patch16_224 fp16 b64", "gone x b1"},
+                      tests)  # fmt: skip
     assert path is not None and path.name == "open-after-look2.txt"
     assert path.read_text().splitlines() == [node.format("fp16"), node.format("fp8")]
-    assert open_units(tmp_path, 3, {"a row no prepare ran b1"}) is None  # then every test stays
+    assert open_units(tmp_path, 3, {"a row no prepare ran b1"}, tests) is None  # then every test stays
 
 
 MEMBERS = """

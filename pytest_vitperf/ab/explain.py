@@ -31,20 +31,6 @@ def chosen(rows: list[Row], every: bool) -> list[str]:
     return sorted({r.name for r in rows if r.what == LATENCY and r.name in moved})
 
 
-def tests_of(names: list[str], path: Path) -> list[str]:
-    """The names of the tests (`test_latency[vit_base_patch16_224-b64-fp8]`) that measured these rows, from a
-    process's --benchmark-json (side A's prepare: every row is there), as -k reads them."""
-    from pytest_vitperf.core.files import read_json
-    from pytest_vitperf.measure.measurement import BenchmarkJsonError
-
-    doc = read_json(path, BenchmarkJsonError)
-    wanted = set(names)
-    return sorted({str(b["fullname"]).rsplit("::", 1)[-1] for b in doc.get("benchmarks", [])
-                   if isinstance(b.get("params"), dict)
-                   and f"{b['params'].get('model')} {b['params'].get('precision')} b{b['params'].get('batch')}"
-                   in wanted})  # fmt: skip
-
-
 def profile_args(tests: list[str]) -> list[str]:
     """What a side's profile process adds to the suite's arguments: only these tests (a family's first test still
     measures its FP16 reference with them), three rounds of one build, and the kernel profiles."""
@@ -73,10 +59,12 @@ def explain(names: list[str], run: Any, work: Path, args: argparse.Namespace) ->
     the JSON's "explain" entry: each row's difference, or why there is none, and the cost per row. A group moves
     only by MOVED of the row's time or more (half the practical threshold where that is more): one process's
     profiles cannot see that process's own draw (measure/kernel_diff.py)."""
+    from pytest_vitperf.ab.plan import tests_of
     from pytest_vitperf.measure.kernel_diff import diff
 
     start = time.monotonic()
-    tests = tests_of(names, work / "prepare-A.json")
+    found = tests_of(work)  # node ids; -k reads the test names
+    tests = sorted({found[name].rsplit("::", 1)[-1] for name in names if name in found})
     run([(LABEL, "A"), (LABEL, "B")], argparse.Namespace(**{**vars(args), "pytest_args": [
         *args.pytest_args, *profile_args(tests)]}))  # fmt: skip
     a, b = profiles_of(work / f"{LABEL}-A.json"), profiles_of(work / f"{LABEL}-B.json")

@@ -53,10 +53,10 @@ def _collected(command: list[str], gpu: str, args: argparse.Namespace) -> list[s
     return [line for line in ids.splitlines() if "::" in line]
 
 
-def _command(gpu: str, units: Path, work: Path, args: argparse.Namespace) -> list[str]:
+def _command(gpu: str, units: Path, work: Path, args: argparse.Namespace, shares: int) -> list[str]:
     opts = ["--a", args.a, "--b", args.b, *(["--rounds", str(args.rounds)] if args.rounds else []),
             "--budget-s", str(args.budget_s), "--threshold", str(args.threshold),
-            "--confidence", repr(1 - (1 - args.confidence) / len(gpu_list(args.gpus))), "--gpu", gpu,
+            "--confidence", repr(1 - (1 - args.confidence) / shares), "--gpu", gpu,
             "--work-dir", str(work / f"gpu{gpu}"), "--json", str(work / f"gpu{gpu}.json")]  # fmt: skip
     opts += ["--reuse-compiles"] if args.reuse_compiles else []
     opts += ["--resume"] if args.resume else []
@@ -92,7 +92,7 @@ def split_over_gpus(commands: dict[str, list[str]], work: Path, args: argparse.N
                     (work / f"units-gpu{gpu}.txt").write_text("\n".join(units) + "\n")
                     log = (work / f"gpu{gpu}.log").open("wb")
                     with processes.held():
-                        cmd = _command(gpu, work / f"units-gpu{gpu}.txt", work, args)
+                        cmd = _command(gpu, work / f"units-gpu{gpu}.txt", work, args, len(gpus))
                         started.append((gpu, processes.start(cmd, stdout=log, stderr=subprocess.STDOUT)))
                     log.close()
             codes = {gpu: processes.end(child, kill=False) for gpu, child in started}

@@ -69,7 +69,8 @@ def own_builds(side_cache: Path, cache: Path, parts: tuple[str, ...]) -> Path:
 
 
 def tests_of(work: Path) -> dict[str, str]:
-    """Each row's test ('MODEL PRECISION bBATCH' -> its node id), as the sides' prepare processes ran them."""
+    """Each row's test ('MODEL PRECISION bBATCH' -> its node id), as the sides' prepare processes ran them (every
+    row is there): what the later rounds keep (open_units) and what --explain profiles."""
     from pytest_vitperf.core.files import read_json
     from pytest_vitperf.measure.measurement import BenchmarkJsonError
 
@@ -86,11 +87,10 @@ def tests_of(work: Path) -> dict[str, str]:
     return out
 
 
-def open_units(work: Path, look: int, rows: set[str]) -> Path | None:
-    """A --vitperf-units file that keeps the tests of `rows` (verdicts.ab.still_measured) for the rounds after
-    `look`: the tests of decided rows, and tests that measure no row, leave them. None (every test stays) where the
-    prepares name none of those rows' tests."""
-    tests = tests_of(work)
+def open_units(work: Path, look: int, rows: set[str], tests: dict[str, str]) -> Path | None:
+    """A --vitperf-units file that keeps the tests of `rows` (verdicts.ab.still_measured; `tests`: tests_of) for
+    the rounds after `look`: the tests of decided rows, and tests that measure no row, leave them. None (every test
+    stays) where `tests` names none of those rows'."""
     kept = [tests[name] for name in sorted(rows) if name in tests]
     if not kept:
         return None

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pytest_vitperf.ab.explain import chosen, explain
-from pytest_vitperf.ab.plan import open_units
+from pytest_vitperf.ab.plan import open_units, tests_of
 from pytest_vitperf.ab.progress import Progress
 from pytest_vitperf.ab.turns import Running, SideFailed, again, end, host_timed, in_turn, read, recorded, start
 from pytest_vitperf.core import processes
@@ -172,6 +172,7 @@ def _run(
     planned = args.rounds or BLOCK
     looks, units = 0, None
     rows: list[Row] = []
+    tests: dict[str, str] = {}
 
     def ended(i: int) -> None:  # a block's last round is told once it has been judged
         if i + 1 < len(rounds) + step:
@@ -195,7 +196,8 @@ def _run(
             progress.rounds_done(len(rounds), len(rounds), last=True)
             return looks, rounds, rows
         progress.rounds_done(len(rounds), planned)
-        units = open_units(work, looks, still_measured(rows))
+        tests = tests or tests_of(work)  # read once: the prepares have ended by the first look
+        units = open_units(work, looks, still_measured(rows), tests)
 
 
 def _sign_sides(work: Path) -> None:
