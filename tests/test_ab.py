@@ -16,11 +16,20 @@ import numpy as np
 import pytest
 
 from pytest_vitperf.ab.formats import github_action_benchmark, markdown
-from pytest_vitperf.ab.plan import PROCESS_PLAN, compile_mode, own_builds, shared_parts, suite_args
+from pytest_vitperf.ab.plan import (
+    PROCESS_PLAN,
+    compile_mode,
+    own_builds,
+    prepare_args,
+    prepare_workers,
+    shared_parts,
+    suite_args,
+)
 from pytest_vitperf.ab.turns import ENDED, SideFailed, in_turn
 from pytest_vitperf.cli import main
 from pytest_vitperf.engines import REPRODUCIBLE_PARTS
 from pytest_vitperf.measure.measurement import read_benchmark_json
+from pytest_vitperf.options import SHARE_DEVICES, THREADS
 from pytest_vitperf.store.sql import SqlStore
 from pytest_vitperf.verdicts.ab import (
     EXIT_SAME,
@@ -389,6 +398,14 @@ def test_a_rounds_process_borrows_only_what_every_build_reproduces(tmp_path: Pat
     assert (side / "calibration" / "new.pt").exists()
 
 
+def test_a_prepare_compiles_in_as_many_workers_as_the_hosts_cores_and_memory_allow() -> None:
+    assert prepare_workers(16, 120.0, 2) == 4  # an H200 host, both sides at once: 4 workers of 2 threads each
+    assert prepare_workers(16, 120.0, 1) == 8 and prepare_workers(16, 120.0, 4) == 2  # one side; two GPUs
+    assert prepare_workers(16, 20.0, 2) == 1  # 10 GiB a side: one worker, as before
+    assert prepare_workers(2, 24.0, 2) == 1 and prepare_workers(1, 0.0, 1) == 1
+    assert prepare_args(1) == [] and prepare_args(3) == ["-n", "3", SHARE_DEVICES, f"{THREADS}=2"]
+
+
 def test_the_sides_compile_deterministically_unless_the_suite_names_a_mode() -> None:
     assert suite_args(["suites/"]) == ["--vitperf-compile=deterministic", *PROCESS_PLAN, "suites/"]
     assert compile_mode(["suites/"]) == "deterministic"
@@ -445,7 +462,7 @@ def test_vitperf_ab_finds_a_candidate_five_times_slower_and_explains_where_its_t
     pytester.makefile(".sh", side='echo "start $SIDE" >> events; "$@"; rc=$?; echo "end $SIDE" >> events; exit $rc')
     a, b = (f"env SIDE={s} {extra}sh side.sh {sys.executable}" for s, extra in (("A", ""), ("B", "SLOWDOWN=5 ")))
     # A 100% threshold, against a 5x candidate whose cost is a sleep (CONFTEST): true on a busy machine too.
-    code = main(["ab", "--a", a, "--b", b, "--rounds", "3", "--explain",
+    code = main(["ab", "--a", a, "--b", b, "--rounds", "3", "--explain", "--prepare-workers", "2",
                  "--threshold", "100%", "--work-dir", str(work), "--json", str(out["json"]),
                  "--markdown", str(out["md"]), "--export", str(out["export"]), "--", *suite])  # fmt: skip
     assert code == EXIT_SLOWER, capsys.readouterr().err
@@ -481,6 +498,11 @@ def test_vitperf_ab_finds_a_candidate_five_times_slower_and_explains_where_its_t
         ["ab-run.json", "explain-A.json", "explain-B.json"] + [f"prepare-{s}.json" for s in "AB"]
         + [f"round{i}-{s}.json" for i in range(3) for s in "AB"]
     )
+    # each prepare compiled in two xdist workers (a family to each), and its JSON has every row all the same
+    ran = {n: json.loads((work / f"{n}.json").read_text())["machine_info"]["vitperf"]["results"]["workers"]
+           for n in ("prepare-A", "round0-A")}  # fmt: skip
+    assert sorted((w["worker"], w["threads"]) for w in ran["prepare-A"]) == [("gw0", 2), ("gw1", 2)]
+    assert not ran["round0-A"]  # a round is one process
     # the prepares measured with no warm-up (ab.plan.PREPARE_PLAN, after the suite's); the rounds as the suite asked
     warm = [read_benchmark_json(work / f"{n}.json")[0].spec.options["warmup_ms"] for n in ("prepare-A", "round0-A")]
     assert warm == [0, 50]

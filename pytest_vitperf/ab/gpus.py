@@ -58,7 +58,7 @@ def _command(gpu: str, units: Path, work: Path, args: argparse.Namespace, shares
             "--budget-s", str(args.budget_s), "--threshold", str(args.threshold),
             "--confidence", repr(1 - (1 - args.confidence) / shares), "--gpu", gpu,
             "--work-dir", str(work / f"gpu{gpu}"), "--json", str(work / f"gpu{gpu}.json")]  # fmt: skip
-    opts += ["--reuse-compiles"] if args.reuse_compiles else []
+    opts += ["--prepare-workers", str(args.prepare_workers)] + ["--reuse-compiles"] * bool(args.reuse_compiles)
     opts += ["--resume"] if args.resume else []
     return [sys.executable, "-m", "pytest_vitperf.cli", "ab", *opts, "--", *args.pytest_args,
             f"--vitperf-units={units}"]  # fmt: skip

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -13,7 +14,9 @@ from pytest_vitperf.options import (
     ROUND_BUDGET_S,
     ROUNDS,
     ROUNDS_AGREE,
+    SHARE_DEVICES,
     SLICE_MS,
+    THREADS,
     WARMUP_MS,
 )
 
@@ -34,6 +37,33 @@ PROCESS_PLAN = (f"{BUILDS}=1", f"{ROUNDS}=10", f"{SLICE_MS}=100", f"{ROUNDS_AGRE
 # its measurements only which clock timed them (a CPU run's) and which tests make each row (--explain) are read. Two
 # rounds of short slices with no warm-up: the two prepares measured a round's 9 s each, on one GPU at once.
 PREPARE_PLAN = (f"{ROUNDS}=2", f"{ROUNDS_AGREE}=0", f"{SLICE_MS}=10", f"{WARMUP_MS}=0")
+# A prepare compiles its families in pytest-xdist workers, a family to a worker (workers.scope_of), each with this
+# many threads (Inductor's compile pool among them): a compile is mostly one Python thread (tracing, lowering), so
+# the host is used by compiling several engines at once. One process compiled 8 ViT-B engines in 82 s on a 16-core
+# H200 host, one after another (2026-12-02).
+PREPARE_THREADS = 2
+PREPARE_WORKER_GIB = 8.0  # host memory a prepare's worker may take: torch, a ViT-L's compile and calibration
+
+
+def prepare_workers(cores: int, memory_gib: float, at_once: int) -> int:
+    """How many xdist workers each of `at_once` prepares (both sides', on each GPU of --gpus) may run on a host of
+    `cores` and `memory_gib` free: PREPARE_THREADS each, within PREPARE_WORKER_GIB each."""
+    return max(1, min(cores // at_once // PREPARE_THREADS, int(memory_gib / at_once / PREPARE_WORKER_GIB)))
+
+
+def host_prepare_workers(at_once: int) -> int:
+    """prepare_workers on this host: its CPUs this process may use, and its memory free now."""
+    try:
+        free = next(int(line.split()[1]) * 1024 for line in Path("/proc/meminfo").read_text().splitlines()
+                    if line.startswith("MemAvailable:"))  # fmt: skip
+    except (OSError, StopIteration, ValueError, IndexError):
+        free = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return prepare_workers(len(os.sched_getaffinity(0)), free / 2**30, at_once)
+
+
+def prepare_args(workers: int) -> list[str]:
+    """A prepare's pytest arguments for `workers`: xdist workers that share the GPU (untimed), or none for one."""
+    return ["-n", str(workers), SHARE_DEVICES, f"{THREADS}={PREPARE_THREADS}"] if workers > 1 else []
 
 
 def suite_args(pytest_args: list[str]) -> list[str]:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pytest_vitperf.ab.explain import chosen, explain
-from pytest_vitperf.ab.plan import open_units, tests_of
+from pytest_vitperf.ab.plan import host_prepare_workers, open_units, tests_of
 from pytest_vitperf.ab.progress import Progress
 from pytest_vitperf.ab.turns import Running, SideFailed, again, end, host_timed, in_turn, read, recorded, start
 from pytest_vitperf.core import processes
@@ -237,6 +237,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     work = args.work_dir = Path(args.work_dir or tempfile.mkdtemp(prefix="vitperf-ab-"))  # named in what to run next
     work.mkdir(parents=True, exist_ok=True)
+    if args.prepare_workers is None:  # the sides' prepares run at once (unless compiles are reused), on each GPU
+        from pytest_vitperf.ab.gpus import gpu_list
+
+        gpus = max(1, len(gpu_list(args.gpus))) if args.gpus else 1
+        args.prepare_workers = host_prepare_workers(gpus * (1 if args.reuse_compiles else 2))
     if args.gpus:
         from pytest_vitperf.ab.gpus import split_over_gpus
 

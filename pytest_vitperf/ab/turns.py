@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 from pytest_vitperf.ab.explain import LABEL
-from pytest_vitperf.ab.plan import PREPARE_PLAN, own_builds, shared_parts, suite_args
+from pytest_vitperf.ab.plan import PREPARE_PLAN, own_builds, prepare_args, shared_parts, suite_args
 from pytest_vitperf.core import processes
 from pytest_vitperf.core.signing import CHECKED_ENV
 from pytest_vitperf.options import TURN_DONE, UNITS, WAIT_FOR
@@ -47,10 +47,11 @@ def start(
 ) -> Running:  # fmt: skip
     """A fresh process of `side`, its output kept in the work folder; with `turn`, it runs no test before that file
     exists (--vitperf-wait-for); with `units`, it runs only the tests that file names (--vitperf-units: the rows
-    still open). The prepare process (and with --reuse-compiles every process) uses the side's
-    cache, and measures only PREPARE_PLAN; otherwise a round's process builds in a cache of its own that borrows the
-    side's reproducible parts."""
-    own = label not in ("prepare", LABEL) and not args.reuse_compiles  # a profile process is never a timed round
+    still open). The prepare process (and with --reuse-compiles every process) uses the side's cache, compiles in
+    --prepare-workers at once (plan.prepare_args), and measures only PREPARE_PLAN; otherwise a round's process builds
+    in a cache of its own that borrows the side's reproducible parts."""
+    prepare = label == "prepare"
+    own = not prepare and label != LABEL and not args.reuse_compiles  # a profile process is never a timed round
     cache = work / f"cache-{side}"
     if own:
         cache = own_builds(cache, work / f"cache-{side}-{label}", shared_parts(args.pytest_args))
@@ -58,10 +59,11 @@ def start(
     out = work / f"{label}-{side}.json"
     full = [*cmd, "-m", "pytest", "--gpu-bench", "-p", "no:cacheprovider", "-q", f"--benchmark-json={out}",
             f"--vitperf-cache-dir={cache}", f"{TURN_DONE}={out.with_suffix(DONE)}", *waits,
-            *suite_args(args.pytest_args), *(PREPARE_PLAN if label == "prepare" else ()),
+            *(prepare_args(args.prepare_workers) if prepare else ()), *suite_args(args.pytest_args),
+            *(PREPARE_PLAN if prepare else ()),
             *([f"{UNITS}={units}"] if units is not None else [])]  # fmt: skip
     log = (work / f"{label}-{side}.log").open("wb")
-    if label != "prepare":  # what it borrows of its side's folder, the side's prepare checked (core/signing.py)
+    if not prepare:  # what it borrows of its side's folder, the side's prepare checked (core/signing.py)
         env = {**env, CHECKED_ENV: str(cache)}
     popen = processes.start(full, stdout=log, stderr=subprocess.STDOUT, env=env)
     return Running(popen, log, cache if own else None, out)

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_vitperf.cli import argtypes
-from pytest_vitperf.options.parsers import parse_threshold
+from pytest_vitperf.options.parsers import number, parse_threshold
 from pytest_vitperf.verdicts.ab import THRESHOLD
 
 
@@ -41,6 +41,9 @@ def add(sub: Any) -> None:
                     help="rounds load every build of their side's prepare process, TensorRT plans and kernels "
                     "compiled with timed choices included: faster, but that one build's draw then sits in every "
                     "round of its side (an A/A read 2%% SLOWER so); by default a round's process builds those afresh")
+    ab.add_argument("--prepare-workers", type=number(int, 1, "whole number"), metavar="N",
+                    help="xdist workers in which each side's prepare compiles its families at once (default: from "
+                    "the host, 2 threads and 8 GiB free each, the sides' prepares running at once)")  # fmt: skip
     ab.add_argument("--explain", action="store_true", help="after the rounds, profile each SLOWER or FASTER row once "
                     "more per side and show which kernels its time moved to")  # fmt: skip
     ab.add_argument("--explain-all", action="store_true", help="--explain for every row")
