@@ -159,6 +159,21 @@ def test_the_replay_gives_the_verdicts_the_live_h200_runs_gave() -> None:
     assert "FASTER" not in data["delay1_verdicts"].values()
 
 
+def test_the_replay_of_a_live_h200_a_a_whose_last_open_row_left_at_its_second_look() -> None:
+    """Real rounds (H200, 2026-12-02, the latency suite's A/A, cold, each side's prepare in 4 xdist workers; then
+    resumed to 8 rounds): 13 rows SAME at the first look; only FP8 b1's speedup stayed open, so rounds 4-7 ran only
+    its tests (FP8 and FP16 at batch 1), and it was SAME at the second look. The replay says the same."""
+    data = json.loads((DATA / "ab" / "h200-ab-parallel-prepares-aa-2026-12-02.json").read_text())
+    rounds = [tuple({k: Side(*v) for k, v in side.items()} for side in pair) for pair in data["aa"]]
+    assert [len(a) for a, _ in rounds] == [8] * 4 + [2] * 4
+    assert set(rounds[4][0]) == {"vit_base_patch16_224 fp16 b1", "vit_base_patch16_224 fp8 b1"}
+    for count, verdicts in ((4, data["aa_look1_verdicts"]), (8, data["aa_verdicts"])):
+        rows = sequential(rounds[:count], threshold=0.005)
+        assert {f"{r.name} | {r.what}": r.verdict for r in rows} == verdicts, count
+    assert list(data["aa_look1_verdicts"].values()).count("SAME") == 13
+    assert set(data["aa_verdicts"].values()) == {"SAME"}
+
+
 def test_on_a_terminal_progress_is_one_live_line() -> None:
     """rich draws the line in place (a cursor move back over it), and leaves the last one standing."""
 
