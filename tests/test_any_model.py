@@ -244,3 +244,24 @@ def test_the_nightly_set_collects_its_eight_vits_with_every_precision_and_batch(
     ids = [line for line in result.outlines if "::test_latency[" in line]
     assert len(ids) == (len(NIGHTLY) + 1) * 2 * 2
     assert {m for m in NIGHTLY if any(f"[{m}-b64-fp8]" in line for line in ids)} == set(NIGHTLY)
+
+
+def test_on_a_cpu_each_model_of_the_nightly_set_skips_what_it_cannot_run_with_its_reason(
+    suite: pytest.Pytester,
+) -> None:
+    """FP8 and INT8 need tensor cores: each of the 32 tests skips saying so, and the FP16 reference they would be
+    compared with is not measured for nothing (no model is even built: seconds, not the ten minutes it took)."""
+    import torch
+
+    from pytest_vitperf.engines.models.zoo import NIGHTLY
+
+    if torch.cuda.is_available():
+        pytest.skip("on a GPU these precisions build; this is the CPU's side of the nightly set")
+    args = ("--gpu-bench", "--vitperf-models=nightly", "--vitperf-precisions=fp8,int8", "--vitperf-batch-sizes=1,64",
+            "-p", "no:cacheprovider")  # fmt: skip
+    skips = [r for r in suite.inline_run(*args).getreports("pytest_runtest_logreport") if r.skipped]
+    assert len(skips) == len(NIGHTLY) * 2 * 2
+    for r in skips:
+        precision = r.nodeid.rsplit("-", 1)[1].rstrip("]")
+        assert f"{precision} needs an NVIDIA GPU with {precision.upper()} tensor cores" in str(r.longrepr), r.nodeid
+    assert {(family_of(r.nodeid) or "").rsplit("-b", 1)[0] for r in skips} == set(NIGHTLY)
