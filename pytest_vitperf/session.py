@@ -232,7 +232,8 @@ class VitperfSession:
                                     settings=self.settings)  # fmt: skip
             self.prepare_steps.add(engine.describe().get("prepare_steps", {}))
             self._prepare_s[key] = round(self._prepare_s.get(key, 0.0) + time.perf_counter() - start, 1)
-            delay = dict(self.settings.inject_delay).get(precision)
+            delays = dict(self.settings.inject_delay)  # one model's delay before its precision's
+            delay = delays.get(f"{model_name}:{precision}", delays.get(precision))
             if delay is not None:  # the sensitivity self-test: a known slowdown, loud in the header and the summary
                 from pytest_vitperf.engines.delay import inject
 

@@ -71,11 +71,14 @@ def test_two_builds_a_precision_carry_their_spread_into_the_interval(suite: pyte
 def test_an_injected_delay_is_seen_and_said_loudly(aa: pytest.Pytester) -> None:
     aa.makeconftest(AGAIN + CONFTEST)  # the engines' cost a sleep: a busy machine stretched the model's own time
     floors(aa.path / "floors.json", "bf16-again", 0.95)
-    result = aa.runpytest(*FAST, "--vitperf-precisions=bf16,bf16-again", "--vitperf-inject-delay=bf16-again=30%")
+    # one model's engines of the precision (a nightly matrix's +1% on one row); another model's delay is not this one's
+    delays = "--vitperf-inject-delay=test_vit:bf16-again=30%,vit_large:bf16=30%"
+    result = aa.runpytest(*FAST, "--vitperf-precisions=bf16,bf16-again", delays)
     result.assert_outcomes(passed=1, failed=1)  # bf16 passes; its slowed copy fails its floor
     result.stdout.fnmatch_lines(
         [
-            "vitperf: !!! SENSITIVITY SELF-TEST: every bf16-again engine runs 30.0% of its own time slower on purpose*",
+            "vitperf: !!! SENSITIVITY SELF-TEST: every bf16-again engine of test_vit runs 30.0% of its own time*",
+            "vitperf: !!! SENSITIVITY SELF-TEST: every bf16 engine of vit_large_patch16_224 runs 30.0%*",
             # 1 / 1.3 = 0.77
             "*bf16-again is 0.[678]*x faster than bf16, below the floor 0.95x (time, 0.[678]*x [[]*] at 98.33%)*",
             "*= vitperf summary =*",
@@ -195,7 +198,9 @@ def test_engines_that_do_not_fit_together_are_timed_one_block_each(suite: pytest
     [
         (["--vitperf-inject-delay=fp8=2%", "--vitperf-update-baselines"], "*must not become baselines*"),
         (["--vitperf-inject-delay=fp6=2%"], "*--vitperf-inject-delay (ini option vitperf_inject_delay): unknown*"),
-        (["--vitperf-inject-delay=fp8=200%"], "*'fp8=200%' is not PRECISION=REL with REL between 0 and 1*"),
+        (["--vitperf-inject-delay=fp8=200%"], "*'fp8=200%' is not [[]MODEL:[]]PRECISION=REL with REL between 0 and 1*"),
+        (["--vitperf-inject-delay=vit_base:fp6=2%"], "*--vitperf-inject-delay (ini *): unknown precision 'fp6'*"),
+        (["--vitperf-inject-delay=vit-base:fp8=2%"], "*'vit-base:fp8=2%' is not [[]MODEL:[]]PRECISION=REL*"),
         (["--vitperf-confidence=1.5"], "*'1.5' is not a confidence level such as 0.95 or 95%*"),
         (["--vitperf-rounds-agree=-1%"], "*'-1%' is not a relative change such as 0.05 or 5%*"),
         (["--vitperf-inconclusive=maybe"], "*'maybe' is not one of: warn, xfail, fail*"),

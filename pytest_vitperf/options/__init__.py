@@ -313,9 +313,10 @@ OPTIONS: tuple[_Option, ...] = (
     _Option(
         INJECT_DELAY,
         parse_delays,
-        "PRECISION=REL,...",
+        "[MODEL:]PRECISION=REL,...",
         "the sensitivity self-test: add a GPU-side delay of REL of the engine's own time after every launch of "
-        "PRECISION's engines (fp8=2%%), to see what the run detects on this machine. Off by default; never with "
+        "PRECISION's engines (fp8=2%%), or of one model's (vit_large:fp8=1%%), to see what the run detects on this "
+        "machine. Off by default; never with "
         f"{UPDATE_BASELINES}.",
     ),
 )

@@ -154,17 +154,21 @@ def parse_confidence(value: str) -> float:
 
 
 def parse_delays(value: str) -> tuple[tuple[str, float], ...]:
-    """`fp8=2%,fp16=0.01` -> (("fp8", 0.02), ("fp16", 0.01)): a share of each precision's own time."""
+    """`fp8=2%,vit_large:int8=0.01` -> (("fp8", 0.02), ("vit_large_patch16_224:int8", 0.01)): a share of the own
+    time of each precision's engines, or of one model's only (a nightly matrix's +1% on one of its rows)."""
 
     def pair(item: str) -> tuple[str, float]:
         name, sep, rel = item.partition("=")
+        model, colon, precision = name.strip().lower().rpartition(":")
+        model = (canonical_model_name(model) or "") if colon else ""
         try:
-            share = parse_threshold(rel) if sep and name.strip() else -1.0
+            share = parse_threshold(rel) if sep else -1.0
         except argparse.ArgumentTypeError:
             share = -1.0
-        if not 0 < share < 1:
-            raise argparse.ArgumentTypeError(f"{item!r} is not PRECISION=REL with REL between 0 and 1, e.g. fp8=2%")
-        return name.strip().lower(), share
+        if not 0 < share < 1 or not precision or (colon and not model):
+            raise argparse.ArgumentTypeError(f"{item!r} is not [MODEL:]PRECISION=REL with REL between 0 and 1, "
+                                             "e.g. fp8=2% or vit_large:fp8=1%")  # fmt: skip
+        return f"{model}:{precision}" if colon else precision, share
 
     return _comma_list(value, pair, "no PRECISION=REL given, e.g. fp8=2%")
 

@@ -112,7 +112,8 @@ def settings_from_config(config: pytest.Config) -> Settings:
 
 def _check_names(config: pytest.Config, values: dict[str, Any]) -> None:
     """Precision and backend names, checked once conftest.py files have registered theirs."""
-    named = ((PRECISIONS_OPT, values["precisions"] or ()), (INJECT_DELAY, [p for p, _ in values["inject_delay"]]))
+    delayed = [name.rpartition(":")[2] for name, _ in values["inject_delay"]]  # [MODEL:]PRECISION
+    named = ((PRECISIONS_OPT, values["precisions"] or ()), (INJECT_DELAY, delayed))
     for flag, precisions in named:
         bad = [n for n in precisions if n not in PRECISIONS]
         if bad:
