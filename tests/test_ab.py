@@ -25,7 +25,7 @@ from pytest_vitperf.ab.plan import (
     shared_parts,
     suite_args,
 )
-from pytest_vitperf.ab.turns import ENDED, SideFailed, in_turn
+from pytest_vitperf.ab.turns import ENDED, SideFailed, ahead_for, in_turn
 from pytest_vitperf.cli import main
 from pytest_vitperf.engines import REPRODUCIBLE_PARTS
 from pytest_vitperf.measure.measurement import read_benchmark_json
@@ -554,6 +554,10 @@ def _script_sides(path: Path, fail: str = "", nodone: bool = False) -> tuple[dic
     args = argparse.Namespace(a="A", b="B", rounds=4, work_dir=path, reuse_compiles=False, resume=False,
                               pytest_args=["suite.py"])  # fmt: skip
     return commands, args
+
+
+def test_more_processes_wait_for_their_turn_where_turns_are_short() -> None:
+    assert [ahead_for(t) for t in (None, 30.0, 12.0, 5.0, 3.0, 1.0)] == [2, 2, 2, 3, 4, 6]
 
 
 @pytest.mark.parametrize("says_done", [True, False], ids=["done-with-gpu", "at-exit"])

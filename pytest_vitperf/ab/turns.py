@@ -1,10 +1,11 @@
-"""`vitperf ab`'s processes: each started fresh, given the GPU in turn, ended with what it started, and read. A
-process starts AHEAD turns early and waits for its turn file (--vitperf-wait-for) doing CPU work only; it hands the
-GPU on once its last test has run (--vitperf-turn-done)."""
+"""`vitperf ab`'s processes: each started fresh, given the GPU in turn, ended with what it started, and read. A process
+starts AHEAD turns early (more where turns are short) and waits for its turn file (--vitperf-wait-for) doing CPU work
+only; it hands the GPU on once its last test has run (--vitperf-turn-done)."""
 
 from __future__ import annotations
 
 import argparse
+import math
 import shlex
 import shutil
 import subprocess
@@ -105,6 +106,15 @@ def gpu_likely(env: dict[str, str]) -> bool:
 # ready, and 15.4 s passed from one process's results to the next one's. The two after the first start with the
 # prepares: started once those had ended, round 0's side B was ready 5.5 s after its turn came (H200, fce8755).
 AHEAD = 2
+# Where turns are short (the rows still open after a look: 2 engines took a 3 s turn on an H200), two ahead are not
+# ready in time, and a round took about 23 s where its turns took 6 s (2026-12-02). So more wait then: as many as
+# READY_S, what a process needs before it can take its turn, holds turns of the last one's length, up to MOST_AHEAD.
+READY_S, MOST_AHEAD = 12.0, 6
+
+
+def ahead_for(turn_s: float | None) -> int:
+    """How many processes wait for their turn while one runs, after a turn of `turn_s` seconds (None: none yet)."""
+    return AHEAD if not turn_s else max(AHEAD, min(MOST_AHEAD, math.ceil(READY_S / turn_s)))
 
 
 def in_turn(
@@ -112,16 +122,17 @@ def in_turn(
     env: dict[str, str], overlap: bool | Callable[[], bool] = True, guess: bool | None = None,
     units: Path | None = None, ended: Callable[[int], None] | None = None,
 ) -> list[Process]:  # fmt: skip
-    """The processes of `tasks` ((label, side), in order), one at a time on the GPU. With `overlap`, each one
-    starts AHEAD turns early and waits for a turn file written once the one before it is done with the GPU (its last
-    test has run) or has ended: its interpreter, imports and FP32 models (CPU work, about 12 s on an H200) overlap
-    the others' runs, and its turn the other's reports and exit; it touches the GPU in its own turn. Without, each
-    starts once the one before it has ended (a CPU run times the CPU itself). `overlap` may be what comes first (the
-    prepares) and says whether they overlap: the first process starts meanwhile, and has its turn once that has
-    returned. So do the AHEAD after it where `guess` (default: gpu_likely) says they will overlap; they are ended
-    unused if not. `units` narrows every process's tests (start); `ended(k)` is told once task k has been read (it
-    then says so; else each process's count is printed)."""
+    """The processes of `tasks` ((label, side), in order), one at a time on the GPU. With `overlap`, each one starts
+    AHEAD turns early (ahead_for: more after a short turn) and waits for a turn file written once the one before it is
+    done with the GPU (its last test has run) or has ended: its interpreter, imports and FP32 models (CPU work,
+    about 12 s on an H200) overlap the others' runs, and its turn the other's reports and exit; it touches the GPU
+    in its own turn. Without, each starts once the one before it has ended (a CPU run times the CPU itself).
+    `overlap` may be what comes first (the prepares) and says whether they overlap: the first process starts
+    meanwhile, and has its turn once that has returned. So do the AHEAD after it where `guess` (default: gpu_likely)
+    says they will overlap; they are ended unused if not. `units` narrows every process's tests (start); `ended(k)`
+    is told once task k has been read (it then says so; else each process's count is printed)."""
     turns = [work / f"{label}-{side}.turn" for label, side in tasks]
+    waiting, turn_began = AHEAD, time.monotonic()
     for t in [*turns, *(work / f"{label}-{side}{DONE}" for label, side in tasks)]:
         t.unlink(missing_ok=True)  # an earlier run's, cut off
     started: list[Running] = []
@@ -140,11 +151,12 @@ def in_turn(
                 del started[1:]
             if tasks:
                 turns[0].touch()
+                turn_began = time.monotonic()
         for k, (label, side) in enumerate(tasks):
             with processes.held():
                 if len(started) == k:  # not started ahead
                     started.append(start(commands[side], side, label, work, args, env, units=units))
-                while ahead and len(started) < min(len(tasks), k + 1 + AHEAD):
+                while ahead and len(started) < min(len(tasks), k + 1 + waiting):
                     j = len(started)
                     nxt_label, nxt_side = tasks[j]
                     started.append(start(commands[nxt_side], nxt_side, nxt_label, work, args, env, turns[j], units))
@@ -152,12 +164,14 @@ def in_turn(
             early = nxt is not None and _done_with_gpu(started[k])
             if nxt is not None and early:
                 nxt.touch()  # while it writes its results and exits
+                waiting, turn_began = ahead_for(time.monotonic() - turn_began), time.monotonic()
             rc = end(started[k])
             done.append(read(work, side, label, rc, args, say=ended is None))
             if ended is not None:
                 ended(k)
             if nxt is not None and not early:
                 nxt.touch()  # it ended without saying it was done: only once it has results
+                waiting, turn_began = ahead_for(time.monotonic() - turn_began), time.monotonic()
     finally:
         for r in started[len(done) :]:
             end(r, kill=True)  # a side failed, or we were interrupted: no process is left waiting for its turn
