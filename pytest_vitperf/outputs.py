@@ -255,12 +255,13 @@ def summary(tr: Any, session: VitperfSession) -> None:
 
 def delay_banner(session: VitperfSession) -> list[str]:
     """--vitperf-inject-delay, said loudly: the engines it names are slower on purpose."""
-    return [
-        f"!!! SENSITIVITY SELF-TEST: every {p} engine{f' of {m}' if m else ''} runs {rel:.1%} of its own time "
-        "slower on purpose (--vitperf-inject-delay); its speedups and verdicts say what this run can detect, not how "
-        "fast it is !!!"
-        for m, p, rel in ((*name.rpartition(":")[::2], rel) for name, rel in session.settings.inject_delay)
-    ]
+    lines = []
+    for name, rel in session.settings.inject_delay:
+        model, _, precision = name.rpartition(":")  # [MODEL:]PRECISION
+        lines.append(f"!!! SENSITIVITY SELF-TEST: every {precision} engine{f' of {model}' if model else ''} runs "
+                     f"{rel:.1%} of its own time slower on purpose (--vitperf-inject-delay); its speedups and verdicts "
+                     "say what this run can detect, not how fast it is !!!")  # fmt: skip
+    return lines
 
 
 def tail(tr: Any, session: VitperfSession) -> None:
