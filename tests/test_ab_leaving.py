@@ -25,6 +25,7 @@ from pytest_vitperf.verdicts.ab import (
     Side,
     judge,
     pairs,
+    rounds_to_decide,
     sequential,
     settled,
     spent,
@@ -141,6 +142,23 @@ def test_progress_says_the_time_the_rounds_the_verdicts_and_the_time_left() -> N
     last = p.line(4, 4, last=True)
     assert last.endswith("round 4 of 4 planned: 1 SAME, 0 SLOWER, 0 FASTER, 1 open (2 rows); the last")
     assert [minutes(s) for s in (42, 185)] == ["42 s", "3 min 05 s"]
+
+
+def test_between_looks_the_estimate_reads_the_rows_as_the_rounds_so_far_would_judge_them() -> None:
+    """Before the first look the line says 'not judged yet', but the estimate no longer counts only the block's last
+    round: after 3 rounds of the H200 A/A whose FP8 b1 speedup needed a second block, it counts that block too."""
+    data = json.loads((DATA / "ab" / "h200-ab-parallel-prepares-aa-2026-12-02.json").read_text())
+    rounds = [tuple({k: Side(*v) for k, v in side.items()} for side in pair) for pair in data["aa"]]
+    p = Progress(threshold=0.005, confidence=0.95, budget_s=3600, out=io.StringIO())
+    p.last_round_s = 30.0
+    assert p.left_s(3, 4) == 30.0  # the block's last round, and nothing of what comes after
+    p.forecast(judge(pairs(rounds[:3]), threshold=0.005, look=1))
+    left = p.left_s(3, 4)
+    assert left is not None and left >= 5 * 30.0 and "round 3 of 4 planned: not judged yet" in p.line(3, 4)
+    # a row that the look ending this block would decide needs that block, not one after it
+    row = Row("m fp8 b1", LATENCY, 3, Interval(1.0, 0.999, 1.001, 0.95, 3, 0.001, 1.0, df=2.0), None, UNKNOWN, 0.01)
+    assert rounds_to_decide([row], threshold=0.005, look_at=4) == 4
+    assert rounds_to_decide([row], threshold=0.005) == 7  # judged at a look: the next one is a block on
 
 
 def test_the_replay_gives_the_verdicts_the_live_h200_runs_gave() -> None:

@@ -28,15 +28,17 @@ def counts(rows: Sequence[Row]) -> str:
 
 
 class Progress:
-    """A run's progress. `rounds_done` after each round; `judged` after each look. The estimate of the time left
-    is the rounds planned, and with a budget those the open rows still need (verdicts.ab.rounds_to_decide) as far
-    as it pays, at the seconds the last round took: rows that leave make later rounds shorter, so it errs long."""
+    """A run's progress. `rounds_done` after each round; `judged` after each look, `forecast` between looks. The
+    estimate of the time left is the rounds planned, and with a budget those the open rows still need
+    (verdicts.ab.rounds_to_decide, on the rows as the rounds so far would judge them) as far as it pays, at the
+    seconds the last round took: rows that leave make later rounds shorter, so it errs long."""
 
     def __init__(self, threshold: float, confidence: float, budget_s: float = 0.0, out: IO[str] | None = None):
         self.began = time.monotonic()
         self.threshold, self.confidence, self.budget_s = threshold, confidence, budget_s
         self.out = out or sys.stdout
         self.rows: Sequence[Row] = ()
+        self.foreseen: Sequence[Row] = ()  # between looks: the rows as the rounds so far would judge them
         self.last_round_s = 0.0
         self._round_ended = self.began
         self._live: Any = None
@@ -52,15 +54,23 @@ class Progress:
         self._round_ended = time.monotonic()
 
     def judged(self, rows: Sequence[Row]) -> None:
-        self.rows = rows
+        self.rows, self.foreseen = rows, ()
+
+    def forecast(self, rows: Sequence[Row]) -> None:
+        """The rows as the rounds so far would judge them: what the estimate reads until the next look (the line
+        still says the last look's verdicts). Before the first look, the only way to see a second block coming."""
+        self.foreseen = rows
 
     def left_s(self, done: int, planned: int) -> float | None:
         """Seconds still to go, or None before a round has ended."""
         if not self.last_round_s:
             return None
         left = planned - done
-        if self.budget_s and self.rows:  # more blocks while rows are open, as far as the budget pays
-            need = rounds_to_decide(self.rows, threshold=self.threshold, confidence=self.confidence) - done
+        rows = self.foreseen or self.rows
+        if self.budget_s and rows:  # more blocks while rows are open, as far as the budget pays
+            look_at = planned if self.foreseen else None  # between looks: the one this block ends with comes first
+            need = rounds_to_decide(rows, threshold=self.threshold, confidence=self.confidence, look_at=look_at)
+            need -= done
             paid = int((self.budget_s - (time.monotonic() - self.began)) // self.last_round_s)
             left = max(left, min(need, paid))
         return max(0, left) * self.last_round_s

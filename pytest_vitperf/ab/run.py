@@ -97,12 +97,12 @@ def _rounds(
     env: dict[str, str],
     prepare: Callable[[], None],
     units: Path | None,
-    ended: Callable[[int], None],
+    ended: Callable[[int, tuple[Process, Process]], None],
 ) -> list[tuple[Process, Process]]:
     """Rounds `first`, `first` + 1, ... in their `sides` orders: as an earlier run of the work folder recorded them
     (--resume), else run now, in turn, each process running the tests `units` names (all without). A round is run
     whole or not at all, so that its order holds. `prepare` comes first, while the first round's process starts
-    (turns.in_turn). `ended(i)` is told once round i has ended."""
+    (turns.in_turn). `ended(i, (a, b))` is told once round i has ended."""
     earlier = {}
     for i in range(first, first + len(sides)):
         a, b = (recorded(work, f"round{i}", s, args, say=False) if args.resume else None for s in "AB")
@@ -114,12 +114,15 @@ def _rounds(
         prepare()
         return not host_timed(work)
 
-    def task_ended(k: int) -> None:
+    def task_ended(k: int, process: Process) -> None:
+        ran[tasks[k]] = process
         if k % 2:  # a round's second process
-            ended(int(tasks[k][0].removeprefix("round")))
+            label = tasks[k][0]
+            ended(int(label.removeprefix("round")), (ran[(label, "A")], ran[(label, "B")]))
 
-    ran = dict(zip(tasks, in_turn(tasks, commands, work, args, env, overlap, units=units, ended=task_ended),
-                   strict=True))  # fmt: skip
+    ran: dict[tuple[str, str], Process] = {}
+
+    in_turn(tasks, commands, work, args, env, overlap, units=units, ended=task_ended)
     return [earlier.get(i) or (ran[(f"round{i}", "A")], ran[(f"round{i}", "B")])
             for i in range(first, first + len(sides))]  # fmt: skip
 
@@ -173,13 +176,18 @@ def _run(
     looks, units = 0, None
     rows: list[Row] = []
     tests: dict[str, str] = {}
+    block: list[tuple[Process, Process]] = []  # the rounds of the block running, as they end
 
-    def ended(i: int) -> None:  # a block's last round is told once it has been judged
+    def ended(i: int, pair: tuple[Process, Process]) -> None:  # a block's last round is told once it has been judged
+        block.append(pair)
         if i + 1 < len(rounds) + step:
+            so_far = [*rounds, *block]  # the estimate's rows: as they would be judged now (no look is taken)
+            progress.forecast(judge(pairs(so_far), threshold=args.threshold, confidence=args.confidence, look=looks + 1,
+                                    two_states=families_in(other_states(so_far)), decided=settled(rows)))  # fmt: skip
             progress.rounds_done(i + 1, planned)
 
     while True:
-        before = len(rounds)
+        before, block = len(rounds), []
         step = min(BLOCK, planned - before) if planned > before else BLOCK
         rounds += _rounds(before, order(before + step)[before:], commands, work, args, env, prepare, units, ended)
         per_round = (time.monotonic() - block_began) / step  # resumed ones cost nothing: a low guess

@@ -120,7 +120,7 @@ def ahead_for(turn_s: float | None) -> int:
 def in_turn(
     tasks: list[tuple[str, str]], commands: dict[str, list[str]], work: Path, args: argparse.Namespace,
     env: dict[str, str], overlap: bool | Callable[[], bool] = True, guess: bool | None = None,
-    units: Path | None = None, ended: Callable[[int], None] | None = None,
+    units: Path | None = None, ended: Callable[[int, Process], None] | None = None,
 ) -> list[Process]:  # fmt: skip
     """The processes of `tasks` ((label, side), in order), one at a time on the GPU. With `overlap`, each one starts
     AHEAD turns early (ahead_for: more after a short turn) and waits for a turn file written once the one before it is
@@ -129,8 +129,8 @@ def in_turn(
     in its own turn. Without, each starts once the one before it has ended (a CPU run times the CPU itself).
     `overlap` may be what comes first (the prepares) and says whether they overlap: the first process starts
     meanwhile, and has its turn once that has returned. So do the AHEAD after it where `guess` (default: gpu_likely)
-    says they will overlap; they are ended unused if not. `units` narrows every process's tests (start); `ended(k)`
-    is told once task k has been read (it then says so; else each process's count is printed)."""
+    says they will overlap; they are ended unused if not. `units` narrows every process's tests (start); `ended(k,
+    process)` is told once task k has been read (it then says so; else each process's count is printed)."""
     turns = [work / f"{label}-{side}.turn" for label, side in tasks]
     waiting, turn_began = AHEAD, time.monotonic()
     for t in [*turns, *(work / f"{label}-{side}{DONE}" for label, side in tasks)]:
@@ -168,7 +168,7 @@ def in_turn(
             rc = end(started[k])
             done.append(read(work, side, label, rc, args, say=ended is None))
             if ended is not None:
-                ended(k)
+                ended(k, done[-1])
             if nxt is not None and not early:
                 nxt.touch()  # it ended without saying it was done: only once it has results
                 waiting, turn_began = ahead_for(time.monotonic() - turn_began), time.monotonic()

@@ -271,25 +271,28 @@ def _only(process: Process, names: Collection[str]) -> Process:
     return {n: s for n, s in process.items() if n in names}
 
 
-def rounds_to_decide(rows: Sequence[Row], *, threshold: float = THRESHOLD, confidence: float = CONFIDENCE) -> int:
+def rounds_to_decide(
+    rows: Sequence[Row], *, threshold: float = THRESHOLD, confidence: float = CONFIDENCE, look_at: int | None = None
+) -> int:
     """The rounds in all, in whole blocks, by which every open row would be decided if its estimate and spread held:
     SAME once its interval fits inside the threshold, SLOWER or FASTER once it clears it; at most MOST_ROUNDS (a row
-    on the threshold is never decided). An estimate for the time left, not a plan: 0 when no row is open."""
+    on the threshold is never decided). An estimate for the time left, not a plan: 0 when no row is open. Between
+    looks (`rows` as the rounds so far would be judged at their look, ab.progress), `look_at` is the rounds at which
+    that look comes: it is the first a row may be decided at."""
     need = 0
     for r in rows:
         t = r.interval
         if not r.open:
             continue
         if t is None:
-            need = max(need, BLOCK * math.ceil((r.rounds + BLOCK) / BLOCK))
+            need = max(need, look_at or BLOCK * math.ceil((r.rounds + BLOCK) / BLOCK))
             continue
-        look, n, df = r.look, t.n, t.df if t.df is not None else t.n - 1
+        df = t.df if t.df is not None else t.n - 1
         beyond = abs(math.log(t.estimate)) - math.log1p(threshold)
         margin = abs(math.log(t.estimate)) if beyond >= 0 else -beyond  # SLOWER / FASTER: tested against 1
-        while n < MOST_ROUNDS:
+        n, look = (look_at, r.look) if look_at is not None and look_at > t.n else (t.n + BLOCK, r.look + 1)
+        while n < MOST_ROUNDS and margin * math.sqrt(n) <= _t(1 - spent(confidence, look), df + n - t.n) * t.sd_log:
             n, look = n + BLOCK, look + 1
-            if margin * math.sqrt(n) > _t(1 - spent(confidence, look), df + n - t.n) * t.sd_log:
-                break
         need = max(need, min(n, MOST_ROUNDS))
     return need
 
