@@ -191,12 +191,13 @@ def test_a_floor_entry_says_its_unit_and_provenance_or_is_refused(tmp_path: Path
 
 
 def test_selfcheck_compares_the_plugins_timer_with_a_plain_loop(capsys: pytest.CaptureFixture[str]) -> None:
-    """On the CPU both time the host clock around the same engine: with a loose tolerance they agree; with fewer
-    than 3 rounds there is no interval, and the command says how to get one."""
-    assert main(["selfcheck", "--rounds", "4", "--slice-ms", "30", "--tolerance", "0.5"]) == 0
+    """On the CPU both time the host clock around the same engine: with a loose tolerance they agree (a loaded
+    2-core CI host once timed one round of the plain loop 35% faster, and 4 rounds reached 1.59x); with fewer than 3
+    rounds there is no interval, and the command says how to get one."""
+    assert main(["selfcheck", "--rounds", "6", "--slice-ms", "30", "--tolerance", "0.9"]) == 0
     out = capsys.readouterr().out
-    assert "vitperf selfcheck: vit_tiny_patch16_224 fp32 batch 1" in out and "4 rounds ABBA" in out
-    assert "plugin / plain loop: " in out and "the timers agree within 50.0%" in out
+    assert "vitperf selfcheck: vit_tiny_patch16_224 fp32 batch 1" in out and "6 rounds ABBA" in out
+    assert "plugin / plain loop: " in out and "the timers agree within 90.0%" in out
     assert main(["selfcheck", "--rounds", "2", "--slice-ms", "10"]) == 2
     assert "run with --rounds 6 or more" in capsys.readouterr().out
 
