@@ -20,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_vitperf.ab.plan import suite_args
+from pytest_vitperf.ab.plan import host_prepare_workers, suite_args
 from pytest_vitperf.ab.report import report, two_states
 from pytest_vitperf.ab.turns import again, recorded
 from pytest_vitperf.core import processes
@@ -53,12 +53,12 @@ def _collected(command: list[str], gpu: str, args: argparse.Namespace) -> list[s
     return [line for line in ids.splitlines() if "::" in line]
 
 
-def _command(gpu: str, units: Path, work: Path, args: argparse.Namespace, shares: int) -> list[str]:
+def _command(gpu: str, units: Path, work: Path, args: argparse.Namespace, shares: int, workers: int) -> list[str]:
     opts = ["--a", args.a, "--b", args.b, *(["--rounds", str(args.rounds)] if args.rounds else []),
             "--budget-s", str(args.budget_s), "--threshold", str(args.threshold),
             "--confidence", repr(1 - (1 - args.confidence) / shares), "--gpu", gpu,
             "--work-dir", str(work / f"gpu{gpu}"), "--json", str(work / f"gpu{gpu}.json")]  # fmt: skip
-    opts += ["--prepare-workers", str(args.prepare_workers)] + ["--reuse-compiles"] * bool(args.reuse_compiles)
+    opts += ["--prepare-workers", str(workers)] + ["--reuse-compiles"] * bool(args.reuse_compiles)
     opts += ["--resume"] if args.resume else []
     return [sys.executable, "-m", "pytest_vitperf.cli", "ab", *opts, "--", *args.pytest_args,
             f"--vitperf-units={units}"]  # fmt: skip
@@ -87,12 +87,13 @@ def split_over_gpus(commands: dict[str, list[str]], work: Path, args: argparse.N
     try:
         with processes.interruptible():
             shares = deal(_collected(commands["A"], gpus[0], args), len(gpus))
+            workers = args.prepare_workers or host_prepare_workers(len(gpus), args.reuse_compiles)  # each GPU's share
             for gpu, units in zip(gpus, shares, strict=True):
                 if units:
                     (work / f"units-gpu{gpu}.txt").write_text("\n".join(units) + "\n")
                     log = (work / f"gpu{gpu}.log").open("wb")
                     with processes.held():
-                        cmd = _command(gpu, work / f"units-gpu{gpu}.txt", work, args, len(gpus))
+                        cmd = _command(gpu, work / f"units-gpu{gpu}.txt", work, args, len(gpus), workers)
                         started.append((gpu, processes.start(cmd, stdout=log, stderr=subprocess.STDOUT)))
                     log.close()
             codes = {gpu: processes.end(child, kill=False) for gpu, child in started}

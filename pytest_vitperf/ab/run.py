@@ -114,13 +114,13 @@ def _rounds(
         prepare()
         return not host_timed(work)
 
+    ran: dict[tuple[str, str], Process] = {}
+
     def task_ended(k: int, process: Process) -> None:
         ran[tasks[k]] = process
         if k % 2:  # a round's second process
             label = tasks[k][0]
             ended(int(label.removeprefix("round")), (ran[(label, "A")], ran[(label, "B")]))
-
-    ran: dict[tuple[str, str], Process] = {}
 
     in_turn(tasks, commands, work, args, env, overlap, units=units, ended=task_ended)
     return [earlier.get(i) or (ran[(f"round{i}", "A")], ran[(f"round{i}", "B")])
@@ -178,23 +178,25 @@ def _run(
     tests: dict[str, str] = {}
     block: list[tuple[Process, Process]] = []  # the rounds of the block running, as they end
 
+    def judged(so_far: list[tuple[Process, Process]], look: int) -> list[Row]:
+        return judge(pairs(so_far), threshold=args.threshold, confidence=args.confidence, look=look,
+                     two_states=families_in(other_states(so_far)), decided=settled(rows))  # fmt: skip
+
     def ended(i: int, pair: tuple[Process, Process]) -> None:  # a block's last round is told once it has been judged
         block.append(pair)
-        if i + 1 < len(rounds) + step:
-            so_far = [*rounds, *block]  # the estimate's rows: as they would be judged now (no look is taken)
-            progress.forecast(judge(pairs(so_far), threshold=args.threshold, confidence=args.confidence, look=looks + 1,
-                                    two_states=families_in(other_states(so_far)), decided=settled(rows)))  # fmt: skip
+        if i + 1 < len(rounds) + step:  # the estimate reads the rows as the coming look would judge them now
+            progress.forecast(judged([*rounds, *block], looks + 1))
             progress.rounds_done(i + 1, planned)
 
     while True:
-        before, block = len(rounds), []
+        before = len(rounds)
+        block.clear()
         step = min(BLOCK, planned - before) if planned > before else BLOCK
         rounds += _rounds(before, order(before + step)[before:], commands, work, args, env, prepare, units, ended)
         per_round = (time.monotonic() - block_began) / step  # resumed ones cost nothing: a low guess
         looks += 1
         _write_run(work, args, looks)
-        rows = judge(pairs(rounds), threshold=args.threshold, confidence=args.confidence, look=looks,
-                     two_states=families_in(other_states(rounds)), decided=settled(rows))  # fmt: skip
+        rows = judged(rounds, looks)
         progress.judged(rows)
         more = 0
         if any(r.open for r in rows) and len(rounds) >= planned:
@@ -245,15 +247,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     work = args.work_dir = Path(args.work_dir or tempfile.mkdtemp(prefix="vitperf-ab-"))  # named in what to run next
     work.mkdir(parents=True, exist_ok=True)
-    if args.prepare_workers is None:  # the sides' prepares run at once (unless compiles are reused), on each GPU
-        from pytest_vitperf.ab.gpus import gpu_list
-
-        gpus = max(1, len(gpu_list(args.gpus))) if args.gpus else 1
-        args.prepare_workers = host_prepare_workers(gpus * (1 if args.reuse_compiles else 2))
     if args.gpus:
         from pytest_vitperf.ab.gpus import split_over_gpus
 
         return split_over_gpus(commands, work, args)
+    args.prepare_workers = args.prepare_workers or host_prepare_workers(1, args.reuse_compiles)
     env = dict(os.environ, **({"CUDA_VISIBLE_DEVICES": args.gpu} if args.gpu is not None else {}))
     explained = None
     progress = Progress(args.threshold, args.confidence, args.budget_s)

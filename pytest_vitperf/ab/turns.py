@@ -137,6 +137,12 @@ def in_turn(
         t.unlink(missing_ok=True)  # an earlier run's, cut off
     started: list[Running] = []
     done: list[Process] = []
+
+    def hand_on(turn: Path) -> None:  # the next turn begins; how many wait depends on how long this one took
+        nonlocal waiting, turn_began
+        turn.touch()
+        waiting, turn_began = ahead_for(time.monotonic() - turn_began), time.monotonic()
+
     try:
         ahead = overlap
         if callable(overlap):
@@ -163,15 +169,13 @@ def in_turn(
             nxt = turns[k + 1] if ahead and k + 1 < len(tasks) else None
             early = nxt is not None and _done_with_gpu(started[k])
             if nxt is not None and early:
-                nxt.touch()  # while it writes its results and exits
-                waiting, turn_began = ahead_for(time.monotonic() - turn_began), time.monotonic()
+                hand_on(nxt)  # while it writes its results and exits
             rc = end(started[k])
             done.append(read(work, side, label, rc, args, say=ended is None))
             if ended is not None:
                 ended(k, done[-1])
             if nxt is not None and not early:
-                nxt.touch()  # it ended without saying it was done: only once it has results
-                waiting, turn_began = ahead_for(time.monotonic() - turn_began), time.monotonic()
+                hand_on(nxt)  # it ended without saying it was done: only once it has results
     finally:
         for r in started[len(done) :]:
             end(r, kill=True)  # a side failed, or we were interrupted: no process is left waiting for its turn
