@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import sys
 from collections.abc import Callable, Generator
 from dataclasses import asdict
 from typing import Any, cast
@@ -190,6 +191,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     vs = get_session(session.config)
+    workerinput = getattr(session.config, "workerinput", None)
+    if workerinput is not None and not session.items:  # the controller then says only that collections differ
+        from pytest_vitperf.workers import nothing_collected
+
+        print(nothing_collected(workerinput, session.config.args, vs.settings.enabled, session.testsfailed),
+              file=sys.stderr, flush=True)  # fmt: skip
     whole = vs.whole_run or session.items
     vs.rows_gated = sum(1 for item in whole if item.get_closest_marker(MARKER) is not None)
     if vs.settings.enabled:

@@ -213,6 +213,15 @@ def pin_gpu(gpus: list[str], worker: int | None) -> int:
     return index
 
 
+def nothing_collected(workerinput: dict[str, Any], args: list[str], enabled: bool, errors: int) -> str:
+    """One line, on a worker's stderr (the controller's output), for an xdist worker that collected no tests: what it
+    was given. Two of a prepare's four workers once collected none while the other two collected 64 (H200), and xdist
+    said only that the collections differed."""
+    return (f"vitperf: xdist worker {workerinput.get('workerid', '?')} collected no tests from {' '.join(args)} "
+            f"(benchmarks {'on' if enabled else 'off'}; GPUs given {workerinput.get('vitperf_gpus')}; "
+            f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')}; collection errors {errors})")  # fmt: skip
+
+
 def too_many_workers(workers: int, gpus: int, share: bool) -> str | None:
     """Why `workers` xdist workers on `gpus` GPUs (0: the CPU) would mislead, or None. Workers that share a device
     time each other's work."""

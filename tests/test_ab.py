@@ -25,6 +25,7 @@ from pytest_vitperf.ab.plan import (
     shared_parts,
     suite_args,
 )
+from pytest_vitperf.ab.run import _prepare
 from pytest_vitperf.ab.turns import ENDED, SideFailed, ahead_for, in_turn
 from pytest_vitperf.cli import main
 from pytest_vitperf.engines import REPRODUCIBLE_PARTS
@@ -540,16 +541,21 @@ for a in "$@"; do case $a in --vitperf-wait-for=*) turn=${a#*=};; --vitperf-turn
 echo $$ > pid-$SIDE; echo "start $SIDE" >> events
 if [ -n "$turn" ]; then while [ ! -f "$turn" ]; do sleep 0.05; done; fi
 echo "run $SIDE" >> events; sleep 1
-if [ -n "$FAIL" ]; then exit 3; fi
+case " $* " in *" -n "*) if [ "$FAIL" = workers ]; then echo "workers collected differently"; exit 2; fi;; esac
+if [ "$FAIL" = 1 ]; then exit 3; fi
 if [ -z "$NODONE" ]; then echo "done $SIDE" >> events; touch "$done"; fi
 sleep 0.6; cp "$DATA" "$out"; sleep 0.3; echo "end $SIDE" >> events
 """
 
 
-def _script_sides(path: Path, fail: str = "", nodone: bool = False) -> tuple[dict[str, list[str]], argparse.Namespace]:
+def _script_sides(
+    path: Path, fail: str = "", nodone: bool = False, how: str = "1"
+) -> tuple[dict[str, list[str]], argparse.Namespace]:
+    """Sides that act out a process's turn; side `fail` exits 3 with nothing written (`how` 'workers': only when
+    run in xdist workers, with -n)."""
     (path / "side.sh").write_text(SIDE_SCRIPT)
     data = Path(__file__).parent / "data" / "h100-vit_base-rounds-benchmark.json"
-    commands = {s: ["env", f"SIDE={s}", f"DATA={data}", f"FAIL={'1' if s == fail else ''}",
+    commands = {s: ["env", f"SIDE={s}", f"DATA={data}", f"FAIL={how if s == fail else ''}",
                     f"NODONE={'1' if nodone else ''}", "sh", "side.sh"] for s in "AB"}  # fmt: skip
     args = argparse.Namespace(a="A", b="B", rounds=4, work_dir=path, reuse_compiles=False, resume=False,
                               pytest_args=["suite.py"])  # fmt: skip
@@ -643,6 +649,30 @@ def test_a_failed_turn_leaves_no_process_waiting(tmp_path: Path, monkeypatch: py
         os.kill(pid, 0)  # killed and reaped, not left waiting
     assert "run B" not in (tmp_path / "events").read_text() and not (tmp_path / "round0-B.turn").exists()
     assert not list(tmp_path.glob("cache-*-round0"))
+
+
+@pytest.mark.parametrize("how", ["workers", "1"], ids=["in-workers", "alone-too"])
+def test_a_prepare_that_fails_in_xdist_workers_is_run_again_in_one_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], how: str
+) -> None:
+    """Side A's prepare in 4 xdist workers writes nothing (as two workers that collected no tests once made it, on
+    an H200): it runs again alone, which one line says, its workers' output kept; B's prepare ran once. A prepare that
+    fails alone too fails the run, naming the log of its last try."""
+    monkeypatch.chdir(tmp_path)
+    commands, args = _script_sides(tmp_path, fail="A", how=how)
+    args.prepare_workers = 4
+    if how == "1":
+        with pytest.raises(SideFailed, match=f"side A's prepare process exited 3 .* in {tmp_path / 'prepare-A.log'}"):
+            _prepare(commands, tmp_path, args, dict(os.environ))
+    else:
+        _prepare(commands, tmp_path, args, dict(os.environ))
+        assert (tmp_path / "prepare-A.json").stat().st_size > 0
+    events = (tmp_path / "events").read_text().splitlines()
+    assert (events.count("start A"), events.count("start B")) == (2, 1)
+    assert "workers collected differently" in (tmp_path / "prepare-A.workers.log").read_text() or how == "1"
+    err = capsys.readouterr().err
+    assert err.count("preparing it in one process") == 1 and str(tmp_path / "prepare-A.workers.log") in err
+    assert not (tmp_path / "prepare-B.workers.log").exists()
 
 
 def test_vitperf_ab_says_which_side_failed_and_refuses_too_few_rounds(

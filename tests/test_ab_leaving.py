@@ -206,3 +206,18 @@ def test_on_a_terminal_progress_is_one_live_line() -> None:
     p.close()
     said = out.getvalue()
     assert "round 1 of 4 planned" in said and "round 2 of 4 planned" in said and "\x1b[" in said
+
+
+def test_the_replay_of_the_nightly_sets_first_a_a_on_an_h200() -> None:
+    """Real rounds (H200, 2026-12-02, cold, `--vitperf-models nightly` at FP16, BF16, FP8 and INT8, batches 1 and 64:
+    64 engines, 112 rows; one block of 4 rounds in 1,291 s within a 1,440 s budget): the replay gives the live
+    verdicts, 45 SAME and 67 UNKNOWN, none SLOWER or FASTER. Most open rows are batch 64's: their B/A ratios spread
+    0.3-0.9% from process to process, where SAME within 0.5% at the first look needs about 0.3%."""
+    data = json.loads((DATA / "ab" / "h200-ab-nightly-aa-cold-2026-12-02.json").read_text())
+    rounds = [tuple({k: Side(*v) for k, v in side.items()} for side in pair) for pair in data["aa"]]
+    assert len(rounds) == 4 and all(len(a) == len(b) == 64 for a, b in rounds)
+    rows = sequential(rounds, threshold=0.005)
+    assert {f"{r.name} | {r.what}": r.verdict for r in rows} == data["aa_verdicts"]
+    verdicts = [r.verdict for r in rows]
+    assert (verdicts.count("SAME"), verdicts.count("UNKNOWN"), len(rows)) == (45, 67, 112)
+    assert sum(r.open and r.name.endswith(" b64") for r in rows) == 40

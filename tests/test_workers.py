@@ -136,6 +136,27 @@ def test_each_family_runs_on_one_worker(pytester: pytest.Pytester) -> None:
     assert len(ran["ran-gw0"] | ran["ran-gw1"]) == 6
 
 
+def test_a_worker_that_collects_no_tests_says_what_it_was_given(pytester: pytest.Pytester) -> None:
+    """xdist says only that two workers' collections differ; a worker that collected none says what it was given."""
+    pytester.makepyfile(test_where=WHERE)
+    pytester.makeconftest(
+        """
+        import os
+
+        def pytest_collection_modifyitems(items):
+            if os.environ.get("PYTEST_XDIST_WORKER") == "gw1":
+                items.clear()
+        """
+    )
+    one = ("--vitperf-models=vit_tiny", "--vitperf-batch-sizes=1", "--vitperf-precisions=fp16")
+    r = pytester.runpytest_subprocess("--gpu-bench", "-p", "no:cacheprovider", "-n", "2", SHARE, *one)
+    assert r.ret != pytest.ExitCode.OK
+    r.stdout.fnmatch_lines(["*Different tests were collected between gw0 and gw1*"])
+    r.stderr.fnmatch_lines(["vitperf: xdist worker gw1 collected no tests from * (benchmarks on; GPUs "
+                            "given []; CUDA_VISIBLE_DEVICES=*; collection errors 0)"])  # fmt: skip
+    assert "worker gw0" not in r.stderr.str()
+
+
 def test_without_vitperf_the_default_distribution_is_kept(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_where=WHERE)
     one = ("--vitperf-models=vit_tiny", "--vitperf-batch-sizes=1", "--vitperf-precisions=fp16")

@@ -18,7 +18,7 @@ import shlex
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -136,18 +136,43 @@ def _prepare(commands: dict[str, list[str]], work: Path, args: argparse.Namespac
         for s in "AB":
             in_turn([("prepare", s)], commands, work, args, env, overlap=False)
         return
-    started: list[Running] = []
+    codes = _prepares_at_once("AB", commands, work, args, env)
+    failed = [s for s, rc in codes.items() if not _prepared(work, s, rc, args)]
+    if failed and args.prepare_workers > 1:
+        # A prepare's xdist workers once collected differently (two of four none, on a warm cache, while the other
+        # side's prepare ran the same tests; H200, 2026-12-02): untimed, it loses only time to prepare again alone.
+        for s in failed:
+            kept = (work / f"prepare-{s}.log").replace(work / f"prepare-{s}.workers.log")
+            print(f"prepare {s}: in {args.prepare_workers} xdist workers it wrote no measurements (its output is "
+                  f"in {kept}); preparing it in one process", file=sys.stderr, flush=True)  # fmt: skip
+        codes |= _prepares_at_once(failed, commands, work, argparse.Namespace(**{**vars(args), "prepare_workers": 1}),
+                                   env)  # fmt: skip
+    for s, rc in codes.items():
+        read(work, s, "prepare", rc, args)  # a side that failed raises here, after both have ended
+
+
+def _prepares_at_once(
+    sides: Iterable[str], commands: dict[str, list[str]], work: Path, args: argparse.Namespace, env: dict[str, str]
+) -> dict[str, int]:
+    """The prepare processes of `sides`, started at once and waited for: their exit codes."""
+    started: dict[str, Running] = {}
     try:
-        for s in "AB":
+        for s in sides:
             with processes.held():
-                started.append(start(commands[s], s, "prepare", work, args, env))
-        codes = [end(r) for r in started]
+                started[s] = start(commands[s], s, "prepare", work, args, env)
+        return {s: end(r) for s, r in started.items()}
     finally:
-        for r in started:
+        for r in started.values():
             if r.popen.returncode is None:
                 end(r, kill=True)  # interrupted while the other was waited for
-    for s, rc in zip("AB", codes, strict=True):
-        read(work, s, "prepare", rc, args)  # a side that failed raises here, after both have ended
+
+
+def _prepared(work: Path, side: str, rc: int, args: argparse.Namespace) -> bool:
+    try:
+        read(work, side, "prepare", rc, args, say=False)
+    except SideFailed:
+        return False
+    return True
 
 
 def _run(
