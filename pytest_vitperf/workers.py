@@ -214,9 +214,8 @@ def pin_gpu(gpus: list[str], worker: int | None) -> int:
 
 
 def nothing_collected(workerinput: dict[str, Any], args: list[str], enabled: bool, errors: int) -> str:
-    """One line, on a worker's stderr (the controller's output), for an xdist worker that collected no tests: what it
-    was given. Two of a prepare's four workers once collected none while the other two collected 64 (H200), and xdist
-    said only that the collections differed."""
+    """What an xdist worker that collected no tests was given, in one line for its stderr: xdist says only that the
+    collections differ (two of a prepare's four workers once collected none, the others 64; H200)."""
     return (f"vitperf: xdist worker {workerinput.get('workerid', '?')} collected no tests from {' '.join(args)} "
             f"(benchmarks {'on' if enabled else 'off'}; GPUs given {workerinput.get('vitperf_gpus')}; "
             f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')}; collection errors {errors})")  # fmt: skip

@@ -130,7 +130,7 @@ OPTIONS: tuple[_Option, ...] = (
         parse_models,
         "LIST",
         "comma-separated models: the zoo's, any timm name (deit_small_patch16_224, vit_base_patch14_dinov2), "
-        "nightly (the 8 ViTs of a nightly matrix), or one a conftest.py registers (hook pytest_vitperf_models). "
+        "nightly (the 7 ViTs of a nightly matrix), or one a conftest.py registers (hook pytest_vitperf_models). "
         "Default: vit_base_patch16_224 on a GPU, vit_tiny_patch16_224 on a CPU.",
     ),
     _Option(
