@@ -204,3 +204,31 @@ def test_a_clock_at_its_top_with_nothing_holding_it_back_has_nothing_to_settle_t
     reading: ClockReading, settled: bool
 ) -> None:
     assert unlimited(reading, max_sm_mhz=1980) is settled
+
+
+def test_the_default_warm_up_waits_out_the_swing_a_batch_64_load_starts_with_after_any_pause() -> None:
+    """A real H200 trace (tools/warmup_transient.py: ViT-L/16 batch 64, every call): after 20 s of idle and after
+    pauses of 1, 3 and 10 s alike, the calls from 2 to 4 s into the load spread more than those after 4 s, and the
+    first 0.75 s run fast at the top clock. The plugin's GPU warm-up ends where the swing has damped."""
+    import importlib.util
+    import statistics
+
+    from pytest_vitperf.session import GPU_WARMUP_MS
+
+    tool_file = Path(__file__).resolve().parents[1] / "tools" / "warmup_transient.py"
+    spec = importlib.util.spec_from_file_location("warmup_transient", tool_file)
+    assert spec is not None and spec.loader is not None
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    spread = tool.spread
+
+    trace = Path(__file__).parent / "data" / "clocks" / "h200-vit_large-b64-warmup-2026-12-02.json"
+    data = json.loads(trace.read_text())
+    phases = {k: v for k, v in data.items() if k != "about"}
+    assert set(phases) == {"cold", "gap1", "gap3", "gap10", "gap3b"}
+    for name, v in phases.items():
+        early, settled = spread(v["ms"], 2, 4), spread(v["ms"], GPU_WARMUP_MS / 1000, 1e9)
+        assert early > 1.25 * settled, (name, early, settled)
+        assert 1.2 < settled < 1.7 < early < 2.7, (name, early, settled)
+        first = v["ms"][:10]  # about 0.2 s: the top clock, before the cap bites
+        assert v["mhz"][0] == max(v["mhz"]) and statistics.median(first) < 0.98 * statistics.median(v["ms"][-100:])

@@ -75,6 +75,7 @@ def _selfcheck(args: argparse.Namespace) -> int:
     from pytest_vitperf.engines.models.zoo import build_model
     from pytest_vitperf.measure.env import probe_device
     from pytest_vitperf.measure.timing import sample
+    from pytest_vitperf.session import CPU_WARMUP_MS, GPU_WARMUP_MS
     from pytest_vitperf.verdicts.stats import ratio_interval
 
     device = probe_device(0)
@@ -84,7 +85,8 @@ def _selfcheck(args: argparse.Namespace) -> int:
     engine = TorchBackend().prepare(build_model(model), model_name=model, precision=precision, batch=batch,
                                     device=device, settings=Settings(compile=args.compile))  # fmt: skip
     stream = getattr(engine.clock, "stream", None)
-    sample(engine.launch, engine.clock, warmup_ms=2000 if gpu else 200, duration_ms=0, min_iterations=1)
+    sample(engine.launch, engine.clock, warmup_ms=GPU_WARMUP_MS if gpu else CPU_WARMUP_MS, duration_ms=0,
+           min_iterations=1)  # the plugin's own warm-up
     plugin: list[float] = []
     plain: list[float] = []
     for r in range(args.rounds):

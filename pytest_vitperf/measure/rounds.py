@@ -45,7 +45,7 @@ class RoundPlan:
     slice_ms: float = 200.0
     turns: int = 8
     builds: int = 2
-    warmup_ms: float = 2000.0
+    warmup_ms: float = 4000.0  # session.GPU_WARMUP_MS
     budget_s: float = 60.0
     seed: int = 0
 

@@ -145,7 +145,7 @@ OPTIONS: tuple[_Option, ...] = (
         WARMUP_MS,
         number(float, 0, "number of ms"),
         "MS",
-        "warm-up time before sampling. Default: 2000 on a GPU (power-capped clocks take about 2 s "
+        "warm-up time before sampling. Default: 4000 on a GPU (power-capped clocks take about 4 s "
         "to settle), 200 on a CPU; by default a family's warm-up ends after 0.5 s where NVML shows the SM clock "
         "at its top with nothing holding it back: a load below the power cap has nothing to settle to.",
     ),

@@ -1,0 +1,83 @@
+"""How long does a load at the power cap take to settle, from a long idle and after short pauses?
+
+One eager model at one batch, called back to back for a few seconds at a time: every call's CUDA-event time and the
+SM clock NVML reads after it. Between phases the GPU idles for the pause named. Prints, per phase, each 0.25 s
+window's median against the phase's second half, and the calls' spread from 2 to 4 s and from 4 s on; writes every
+call to OUT/warmup.json. The answer sets GPU_WARMUP_MS (pytest_vitperf/session.py).
+
+    python tools/warmup_transient.py --out-dir DIR [--model vit_large_patch16_224 --batch 64]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+# (phase, pause before it in s, seconds of calls)
+PHASES = (("cold", 20.0, 10.0), ("gap3", 3.0, 8.0), ("gap1", 1.0, 8.0), ("gap10", 10.0, 8.0), ("gap3b", 3.0, 8.0))
+
+
+def spread(ms: list[float], start_s: float, end_s: float) -> float:
+    """The CoV (%) of the calls that began between `start_s` and `end_s` into the phase."""
+    t, kept = 0.0, []
+    for y in ms:
+        if start_s <= t / 1000 < end_s:
+            kept.append(y)
+        t += y
+    return 100 * statistics.pstdev(kept) / statistics.fmean(kept)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out-dir", type=Path, required=True)
+    ap.add_argument("--model", default="vit_large_patch16_224")
+    ap.add_argument("--batch", type=int, default=64)
+    args = ap.parse_args()
+    import pynvml
+    import timm
+    import torch
+
+    pynvml.nvmlInit()
+    handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+    model = timm.create_model(args.model).cuda().half().eval()
+    x = torch.randn(args.batch, 3, 224, 224, device="cuda", dtype=torch.half)
+    out: dict[str, dict[str, list[float]]] = {}
+    with torch.inference_mode():
+        for _ in range(3):
+            model(x)
+        torch.cuda.synchronize()
+        for name, pause_s, seconds in PHASES:
+            time.sleep(pause_s)
+            ms: list[float] = []
+            mhz: list[float] = []
+            began = time.perf_counter()
+            while time.perf_counter() - began < seconds:
+                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                a.record()
+                model(x)
+                b.record()
+                b.synchronize()
+                ms.append(a.elapsed_time(b))
+                mhz.append(pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM))
+            out[name] = {"ms": ms, "mhz": mhz}
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    (args.out_dir / "warmup.json").write_text(json.dumps(out))
+    for name, v in out.items():
+        ms = v["ms"]
+        steady = statistics.median(ms[len(ms) // 2 :])
+        windows, window, t = [], [], 0.0
+        for y in ms:
+            window.append(y)
+            t += y
+            if t >= 250:
+                windows.append(f"{100 * (statistics.median(window) / steady - 1):+.1f}")
+                window, t = [], 0.0
+        print(f"{name}: {len(ms)} calls, {steady:.3f} ms; CoV 2-4 s {spread(ms, 2, 4):.2f}%, from 4 s "
+              f"{spread(ms, 4, 1e9):.2f}%; 0.25 s windows against the second half (%): {' '.join(windows[:20])}")
+
+
+if __name__ == "__main__":
+    main()
