@@ -299,7 +299,8 @@ def _workers(tr: Any, session: VitperfSession) -> None:
     if session.workers:
         from pytest_vitperf.workers import busy_line, worker_summary
 
-        tr.write_sep("-", "vitperf workers (one GPU each; each family of a model and batch on one worker)")
+        where = "sharing the devices" if session.settings.share_devices else "one GPU each"
+        tr.write_sep("-", f"vitperf workers ({where}; each family of a model and batch on one worker)")
         for line in worker_summary(session.workers):
             tr.write_line(line)
         if session.placement.busy_s:

@@ -179,6 +179,7 @@ def test_one_reference_per_family_one_summary_one_json(suite: pytest.Pytester) -
     r.assert_outcomes(passed=6)
     out = r.stdout.str()
     table, memory = out.split("vitperf memory")  # the summary, then each engine's weights
+    assert "vitperf workers (sharing the devices; each family of a model and batch on one worker)" in out
     summary_rows = re.findall(r"^test_vit +(\w+) +(\d+) +torch ", table, re.M)
     assert sorted(summary_rows) == sorted((p, b) for p in ("fp16", "bf16", "fp32") for b in ("1", "2"))
     assert sorted(re.findall(r"^test_vit +(\w+) +(\d+) +torch ", memory, re.M)) == sorted(summary_rows)
