@@ -36,12 +36,9 @@ if TYPE_CHECKING:
     from pytest_vitperf.verdicts.rows import RowVerdict
     from pytest_vitperf.verdicts.stats import Prior
 
-# trtexec warms up for 200 ms, but on an H200 at its 700 W cap the SM clock swings between 1.5 and
-# 2.0 GHz for the first seconds of load: 200 ms gave a CoV of 2.8-3.1% on ViT-B/16 batch 64 FP16,
-# 2000 ms gave 1.2% (docs/measurements/2026-11-21-timer-check.md). The swing damps over about 4 s, after any pause
-# of 1 s or more: ViT-L/16 batch 64's calls spread 1.8-2.6% from 2 to 4 s into a load and 1.3-1.6% from 4 to 8 s
-# (H200, 2026-12-02); the nightly set's batch-64 round medians spread 1.12% in a process's first 5 rounds of 10 and
-# 0.79% in its last 5. So 4 s, which a load below the cap ends early (measure.clocks.unlimited).
+# trtexec warms up for 200 ms, but at an H200's 700 W cap the SM clock swings for about 4 s after any pause of 1 s
+# or more: ViT-L/16 batch 64's calls spread 1.8-2.6% from 2 to 4 s into a load and 1.3-1.6% after (docs/options.md,
+# 2026-12-02). A load below the cap ends it early (measure.clocks.unlimited).
 GPU_WARMUP_MS = 4000.0
 CPU_WARMUP_MS = 200.0
 
