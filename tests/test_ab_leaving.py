@@ -4,6 +4,7 @@ measuring only its selected precisions and their reference), and the progress a 
 
 from __future__ import annotations
 
+import argparse
 import io
 import json
 import math
@@ -16,6 +17,7 @@ from scipy.stats import binomtest
 from pytest_vitperf.ab.plan import open_units
 from pytest_vitperf.ab.plan import tests_of as row_tests
 from pytest_vitperf.ab.progress import Progress, minutes
+from pytest_vitperf.ab.report import open_rows_line
 from pytest_vitperf.verdicts.ab import (
     LATENCY,
     SAME,
@@ -23,6 +25,7 @@ from pytest_vitperf.verdicts.ab import (
     UNKNOWN,
     Row,
     Side,
+    decided_if_unchanged,
     judge,
     pairs,
     rounds_to_decide,
@@ -221,3 +224,11 @@ def test_the_replay_of_the_nightly_sets_first_a_a_on_an_h200() -> None:
     verdicts = [r.verdict for r in rows]
     assert (verdicts.count("SAME"), verdicts.count("UNKNOWN"), len(rows)) == (45, 67, 112)
     assert sum(r.open and r.name.endswith(" b64") for r in rows) == 40
+    # Were every ratio 1 at the spreads these rows have, 8 rounds would decide 43 of the 67 open ones; the rest are
+    # batch-64 rows of the largest models and vit_small's batch-1 FP8 and INT8 (two states of its processes).
+    assert decided_if_unchanged(rows, (8, 12, 16), threshold=0.005) == {8: 43, 12: 48, 16: 50}
+    args = argparse.Namespace(threshold=0.005, confidence=0.95)
+    (line,) = open_rows_line(rows, 4, args, {})[1:]
+    assert line == ("Open rows: 67. Were they unchanged (B/A 1) at the spreads they have, 43 would be decided by 8 "
+                    "rounds in all, 48 by 12, 50 by 16 (--budget-s buys rounds)")  # fmt: skip
+    assert open_rows_line([r for r in rows if not r.open], 4, args, {}) == []

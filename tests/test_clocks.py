@@ -210,18 +210,12 @@ def test_the_default_warm_up_waits_out_the_swing_a_batch_64_load_starts_with_aft
     """A real H200 trace (tools/warmup_transient.py: ViT-L/16 batch 64, every call): after 20 s of idle and after
     pauses of 1, 3 and 10 s alike, the calls from 2 to 4 s into the load spread more than those after 4 s, and the
     first 0.75 s run fast at the top clock. The plugin's GPU warm-up ends where the swing has damped."""
-    import importlib.util
     import statistics
 
     from pytest_vitperf.session import GPU_WARMUP_MS
+    from tests.conftest import load_tool
 
-    tool_file = Path(__file__).resolve().parents[1] / "tools" / "warmup_transient.py"
-    spec = importlib.util.spec_from_file_location("warmup_transient", tool_file)
-    assert spec is not None and spec.loader is not None
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
-    spread = tool.spread
-
+    spread = load_tool("warmup_transient").spread
     trace = Path(__file__).parent / "data" / "clocks" / "h200-vit_large-b64-warmup-2026-12-02.json"
     data = json.loads(trace.read_text())
     phases = {k: v for k, v in data.items() if k != "about"}

@@ -130,6 +130,25 @@ def time_lines(times: dict[str, WorkerRecord]) -> list[str]:
     return ["", *(f"Round process, side {side} ({w.worker} rounds): {time_account(w)}" for side, w in times.items())]
 
 
+def open_rows_line(
+    rows: Sequence[Row], rounds: int, args: argparse.Namespace, times: dict[str, WorkerRecord]
+) -> list[str]:
+    """Under the table of a run with rows open: how many of them the next three blocks would decide on a quiet night,
+    and what a round's turns took, so that a nightly can choose its --budget-s."""
+    from pytest_vitperf.verdicts.ab import BLOCK, decided_if_unchanged
+
+    still = sum(r.open for r in rows)
+    if not still:
+        return []
+    totals = [rounds + BLOCK * k for k in (1, 2, 3)]
+    by = decided_if_unchanged(rows, totals, threshold=args.threshold, confidence=args.confidence)
+    turns = sum(w.turn_s for w in times.values())
+    took = f"; a round's two turns took about {turns:.0f} s here" if turns else ""
+    each = ", ".join(f"{by[n]} by {n}" for n in totals[1:])
+    return ["", f"Open rows: {still}. Were they unchanged (B/A 1) at the spreads they have, {by[totals[0]]} would be "
+                f"decided by {totals[0]} rounds in all, {each} (--budget-s buys rounds{took})"]  # fmt: skip
+
+
 def report(rows: list[Row], device: str, rounds: int, looks: int, work: Path, args: argparse.Namespace,
            explained: dict[str, Any] | None = None, odd: Sequence[str] = ()) -> int:  # fmt: skip
     """The table (and --explain's findings) on stdout, --markdown, --json and --export written; the exit code of
@@ -143,7 +162,8 @@ def report(rows: list[Row], device: str, rounds: int, looks: int, work: Path, ar
              "rounds": rounds, "looks": looks, "compile": compile_mode(args.pytest_args),
              "builds": _builds(args)}  # fmt: skip
     (ready, loads), times = ready_engines(work), round_time(work)
-    lines = markdown(rows, facts) + ready_line(ready, loads) + (time_lines(times) if times else [])
+    lines = markdown(rows, facts) + open_rows_line(rows, rounds, args, times) + ready_line(ready, loads)
+    lines += time_lines(times) if times else []
     lines += ["", f"Not judged, their families run in two states (every row {STATE:.0%} or more one way from the "
               f"side's medians): {'; '.join(odd)}"] if odd else []  # fmt: skip
     lines += ["", *explanations(explained)] if explained else []

@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from pytest_vitperf.verdicts.stats import (
@@ -295,6 +295,17 @@ def rounds_to_decide(
             n, look = n + BLOCK, look + 1
         need = max(need, min(n, MOST_ROUNDS))
     return need
+
+
+def decided_if_unchanged(
+    rows: Sequence[Row], totals: Sequence[int], *, threshold: float = THRESHOLD, confidence: float = CONFIDENCE
+) -> dict[int, int]:
+    """How many of the open rows more rounds would decide, by each of `totals` rounds in all, were each row's B/A 1
+    with the spread it has: what a quiet night needs. (At a row's own estimate, one near the threshold never
+    decides: rounds_to_decide.)"""
+    need = [rounds_to_decide([replace(r, interval=replace(r.interval, estimate=1.0))], threshold=threshold,
+                             confidence=confidence) for r in rows if r.open and r.interval is not None]  # fmt: skip
+    return {n: sum(k <= n for k in need) for n in totals}
 
 
 def _t(p: float, df: float) -> float:
