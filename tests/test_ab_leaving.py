@@ -225,7 +225,7 @@ def test_the_replay_of_the_nightly_sets_first_a_a_on_an_h200() -> None:
     assert (verdicts.count("SAME"), verdicts.count("UNKNOWN"), len(rows)) == (45, 67, 112)
     assert sum(r.open and r.name.endswith(" b64") for r in rows) == 40
     # Were every ratio 1 at the spreads these rows have, 8 rounds would decide 43 of the 67 open ones; the rest are
-    # batch-64 rows of the largest models and vit_small's batch-1 FP8 and INT8 (two states of its processes).
+    # batch-64 rows of the largest models and vit_small's batch-1 FP8 and INT8 (each process keeps its own level).
     assert decided_if_unchanged(rows, (8, 12, 16), threshold=0.005) == {8: 43, 12: 48, 16: 50}
     args = argparse.Namespace(threshold=0.005, confidence=0.95)
     (line,) = open_rows_line(rows, 4, args, {})[1:]
