@@ -17,7 +17,7 @@ from pytest_vitperf.engines.tensorrt.plan import PlanRecord
 from pytest_vitperf.hookspec import model_hooks, registered_models
 from pytest_vitperf.measure.clocks import NvmlProbe
 from pytest_vitperf.measure.measurement import Measurement, Spec
-from pytest_vitperf.measure.rounds import MAX_LOOKS, FamilyRun, RoundPlan
+from pytest_vitperf.measure.rounds import CPU_WARMUP_MS, GPU_WARMUP_MS, MAX_LOOKS, FamilyRun, RoundPlan
 from pytest_vitperf.measure.timing import Laps
 from pytest_vitperf.options.resolve import run_defaults
 from pytest_vitperf.verdicts.baselines.gate import Outcome, Write
@@ -35,12 +35,6 @@ if TYPE_CHECKING:
     from pytest_vitperf.verdicts.accuracy import OutputError, TaskAccuracy
     from pytest_vitperf.verdicts.rows import RowVerdict
     from pytest_vitperf.verdicts.stats import Prior
-
-# trtexec warms up for 200 ms, but at an H200's 700 W cap the SM clock swings for about 4 s after any pause of 1 s
-# or more: ViT-L/16 batch 64's calls spread 1.8-2.6% from 2 to 4 s into a load and 1.3-1.6% after (docs/options.md,
-# 2026-12-02). A load below the cap ends it early (measure.clocks.unlimited).
-GPU_WARMUP_MS = 4000.0
-CPU_WARMUP_MS = 200.0
 
 
 class VitperfSession:

@@ -212,7 +212,7 @@ def test_the_default_warm_up_waits_out_the_swing_a_batch_64_load_starts_with_aft
     first 0.75 s run fast at the top clock. The plugin's GPU warm-up ends where the swing has damped."""
     import statistics
 
-    from pytest_vitperf.session import GPU_WARMUP_MS
+    from pytest_vitperf.measure.rounds import GPU_WARMUP_MS
     from tests.conftest import load_tool
 
     spread = load_tool("warmup_transient").spread

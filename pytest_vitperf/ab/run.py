@@ -137,7 +137,7 @@ def _prepare(commands: dict[str, list[str]], work: Path, args: argparse.Namespac
             in_turn([("prepare", s)], commands, work, args, env, overlap=False)
         return
     codes = _prepares_at_once("AB", commands, work, args, env)
-    failed = [s for s, rc in codes.items() if not _prepared(work, s, rc, args)]
+    failed = {s: rc for s, rc in codes.items() if not _prepared(work, s, rc, args)}
     if failed and args.prepare_workers > 1:
         # A prepare's xdist workers once collected differently (two of four none, on a warm cache, while the other
         # side's prepare ran the same tests; H200, 2026-12-02): untimed, it loses only time to prepare again alone.
@@ -145,10 +145,11 @@ def _prepare(commands: dict[str, list[str]], work: Path, args: argparse.Namespac
             kept = (work / f"prepare-{s}.log").replace(work / f"prepare-{s}.workers.log")
             print(f"prepare {s}: in {args.prepare_workers} xdist workers it wrote no measurements (its output is "
                   f"in {kept}); preparing it in one process", file=sys.stderr, flush=True)  # fmt: skip
-        codes |= _prepares_at_once(failed, commands, work, argparse.Namespace(**{**vars(args), "prepare_workers": 1}),
-                                   env)  # fmt: skip
-    for s, rc in codes.items():
-        read(work, s, "prepare", rc, args)  # a side that failed raises here, after both have ended
+        alone = argparse.Namespace(**{**vars(args), "prepare_workers": 1})
+        codes = _prepares_at_once(failed, commands, work, alone, env)
+        failed = {s: rc for s, rc in codes.items() if not _prepared(work, s, rc, args)}
+    for s, rc in failed.items():
+        read(work, s, "prepare", rc, args)  # raises, naming its log, once both sides have ended
 
 
 def _prepares_at_once(
@@ -168,8 +169,9 @@ def _prepares_at_once(
 
 
 def _prepared(work: Path, side: str, rc: int, args: argparse.Namespace) -> bool:
+    """Whether a side's prepare wrote measurements (then said how many)."""
     try:
-        read(work, side, "prepare", rc, args, say=False)
+        read(work, side, "prepare", rc, args)
     except SideFailed:
         return False
     return True

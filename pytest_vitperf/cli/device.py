@@ -74,8 +74,8 @@ def _selfcheck(args: argparse.Namespace) -> int:
     from pytest_vitperf.engines.backends.torch import TorchBackend
     from pytest_vitperf.engines.models.zoo import build_model
     from pytest_vitperf.measure.env import probe_device
+    from pytest_vitperf.measure.rounds import CPU_WARMUP_MS, GPU_WARMUP_MS
     from pytest_vitperf.measure.timing import sample
-    from pytest_vitperf.session import CPU_WARMUP_MS, GPU_WARMUP_MS
     from pytest_vitperf.verdicts.stats import ratio_interval
 
     device = probe_device(0)

@@ -31,6 +31,13 @@ Slice = tuple[list[float], list[ClockReading], int]
 AGREED_AFTER = 2  # the fewest rounds of one build that may end on agreeing (RoundPlan.fewest): a spread needs two
 
 
+# trtexec warms up for 200 ms, but at an H200's 700 W cap the SM clock swings for about 4 s after any pause of 1 s
+# or more: ViT-L/16 batch 64's calls spread 1.8-2.6% from 2 to 4 s into a load and 1.3-1.6% after (docs/options.md,
+# 2026-12-02). A load below the cap ends it early (measure.clocks.unlimited).
+GPU_WARMUP_MS = 4000.0
+CPU_WARMUP_MS = 200.0
+
+
 @dataclass(frozen=True)
 class RoundPlan:
     """How a family is measured: each precision built `builds` times, then `rounds` rounds, each engine a slice of
@@ -45,7 +52,7 @@ class RoundPlan:
     slice_ms: float = 200.0
     turns: int = 8
     builds: int = 2
-    warmup_ms: float = 4000.0  # session.GPU_WARMUP_MS
+    warmup_ms: float = GPU_WARMUP_MS
     budget_s: float = 60.0
     seed: int = 0
 
