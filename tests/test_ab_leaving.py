@@ -195,6 +195,25 @@ def test_the_replay_of_a_live_h200_a_a_whose_last_open_row_left_at_its_second_lo
     assert set(data["aa_verdicts"].values()) == {"SAME"}
 
 
+def test_the_replay_of_the_live_h200_runs_under_the_4_s_warm_up() -> None:
+    """Real rounds (H200, 2026-12-02, cold, GPU_WARMUP_MS 4000): the latency suite's A/A had 11 SAME at its first
+    look and 12 at its second, its batch-64 latencies of BF16 and INT8 still open; +1% on FP8 had FP8's four rows
+    SLOWER at 4 rounds and no other row. Rounds 4-7 of the A/A ran only the 5 engines of the open rows."""
+    data = json.loads((DATA / "ab" / "h200-ab-warmup-4s-2026-12-02.json").read_text())
+    for run, count, verdicts in (("aa", 4, "aa_look1_verdicts"), ("aa", 8, "aa_verdicts"),
+                                 ("delay1", 4, "delay1_verdicts")):
+        rounds = [tuple({k: Side(*v) for k, v in side.items()} for side in pair) for pair in data[run][:count]]
+        rows = sequential(rounds, threshold=0.005)
+        assert {f"{r.name} | {r.what}": r.verdict for r in rows} == data[verdicts], verdicts
+    assert [len(a) for a, _ in data["aa"]] == [8] * 4 + [5] * 4
+    assert list(data["aa_look1_verdicts"].values()).count("SAME") == 11
+    assert sorted(k for k, v in data["aa_verdicts"].items() if v == "UNKNOWN") == [
+        f"vit_base_patch16_224 {p} b64 | {LATENCY}" for p in ("bf16", "int8")]
+    slower = {k for k, v in data["delay1_verdicts"].items() if v == "SLOWER"}
+    assert slower == {f"vit_base_patch16_224 fp8 b{b} | {w}" for b in (1, 64) for w in (LATENCY, SPEEDUP)}
+    assert "FASTER" not in {**data["aa_verdicts"], **data["delay1_verdicts"]}.values()
+
+
 def test_on_a_terminal_progress_is_one_live_line() -> None:
     """rich draws the line in place (a cursor move back over it), and leaves the last one standing."""
 
