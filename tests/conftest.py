@@ -84,13 +84,18 @@ def _registry_restored() -> Iterator[None]:
         unregister(name)
 
 
+@pytest.fixture(autouse=True)
+def _not_an_xdist_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runs a test starts (pytester's, `vitperf ab`'s processes) are not xdist workers, even when `pytest -n`
+    runs the test: pytest-benchmark turns itself off where PYTEST_XDIST_WORKER is set, leaving --benchmark-json
+    unwritten, and the plugin would take the variables for its own workers' (workers.py)."""
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        monkeypatch.delenv(name, raising=False)
+
+
 @pytest.fixture
-def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
-    """A pytester directory holding the real latency suite (no floors file). Its runs are not xdist workers, even
-    when `pytest -n` runs this test: pytest-benchmark turns itself off where PYTEST_XDIST_WORKER is set, and
-    --benchmark-json would stay unwritten."""
-    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
-    monkeypatch.delenv("PYTEST_XDIST_WORKER_COUNT", raising=False)
+def suite(pytester: pytest.Pytester) -> pytest.Pytester:
+    """A pytester directory holding the real latency suite (no floors file)."""
     pytester.makepyfile(test_vit_latency=SUITE.read_text())
     return pytester
 

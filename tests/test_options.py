@@ -307,13 +307,12 @@ def test_wait_for_runs_no_test_before_its_file_exists(suite: pytest.Pytester) ->
 
 
 def test_a_model_built_ahead_of_the_turn_is_built_again_once_a_collected_conftest_adds_a_hook(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    pytester: pytest.Pytester,
 ) -> None:
     """A waiting process builds its models before its turn, before collection. A conftest.py that only collection
     loads (a folder pytest does not load ahead) and hooks the model built is still applied: the model is built again."""
     from tests.conftest import SUITE
 
-    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
     (pytester.path / "deep").mkdir()
     (pytester.path / "deep" / "test_vit_latency.py").write_text(SUITE.read_text())
     (pytester.path / "deep" / "conftest.py").write_text(
