@@ -151,7 +151,7 @@ def test_a_worker_that_collects_no_tests_says_what_it_was_given(pytester: pytest
     one = ("--vitperf-models=vit_tiny", "--vitperf-batch-sizes=1", "--vitperf-precisions=fp16")
     r = pytester.runpytest_subprocess("--gpu-bench", "-p", "no:cacheprovider", "-n", "2", SHARE, *one)
     assert r.ret != pytest.ExitCode.OK
-    r.stdout.fnmatch_lines(["*Different tests were collected between gw0 and gw1*"])
+    r.stdout.fnmatch_lines(["*Different tests were collected between gw? and gw?*"])  # whichever finished first
     r.stderr.fnmatch_lines(["vitperf: xdist worker gw1 collected no tests from * (benchmarks on; GPUs "
                             "given []; CUDA_VISIBLE_DEVICES=*; collection errors 0)"])  # fmt: skip
     assert "worker gw0" not in r.stderr.str()
