@@ -123,6 +123,14 @@ def shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("vitperf-cache")
 
 
+def recorded_rounds(stored: Any) -> list[Any]:
+    """Rounds kept in tests/data/ab (a list of [A, B], each {row: [median ms, SM MHz]}) as `vitperf ab` reads them:
+    pairs of processes, each {row: Side}."""
+    from pytest_vitperf.verdicts.ab import Side
+
+    return [tuple({k: Side(*v) for k, v in side.items()} for side in pair) for pair in stored]
+
+
 def with_ready_engines(src: Path, dst: Path, hashes: dict[str, str], seconds: dict[str, float] | None = None) -> Path:
     """`src`, a process's --benchmark-json, written to `dst` with each engine saying which ready engine it ran:
     `hashes` by precision, and with `seconds`, how long loading it took."""

@@ -52,6 +52,7 @@ from pytest_vitperf.verdicts.ab import (
     rounds_to_decide,
     sequential,
 )
+from tests.conftest import recorded_rounds
 from tests.test_baselines_workflow import CONFTEST, TEST
 
 
@@ -103,7 +104,7 @@ def test_two_recorded_h100_a_a_runs_give_the_published_verdicts() -> None:
     data = json.loads(RECORDED.read_text())
 
     def verdicts(run: str) -> dict[tuple[str, str], Row]:
-        rounds = [tuple({k: Side(*v) for k, v in side.items()} for side in pair) for pair in data[run]]
+        rounds = recorded_rounds(data[run])
         return {(r.name.split(" ", 1)[1], r.what): r for r in sequential(rounds, threshold=0.02)}
 
     first, second = verdicts("aa1"), verdicts("aa2")
@@ -122,7 +123,7 @@ AA_GEMMS = Path(__file__).parent / "data" / "ab" / "h100-ab-aa-gemms-2026-11-27.
 
 
 def _recorded_verdicts(run: list[list[dict[str, list[float]]]], threshold: float) -> dict[tuple[str, str], Row]:
-    rounds = [tuple({k: Side(*v) for k, v in side.items()} for side in pair) for pair in run]
+    rounds = recorded_rounds(run)
     return {(r.name, r.what): r for r in sequential(rounds, threshold=threshold)}
 
 
@@ -279,8 +280,7 @@ def test_the_rounds_open_rows_need_on_recorded_runs() -> None:
     left is made of. With every row decided, none."""
     from pytest_vitperf.verdicts.ab import BLOCK, MOST_ROUNDS
 
-    rounds = [tuple({k: Side(*v) for k, v in side.items()} for side in pair)
-              for pair in json.loads(LATENCY_AA.read_text())["aa"][:4]]  # fmt: skip
+    rounds = recorded_rounds(json.loads(LATENCY_AA.read_text())["aa"][:4])
     rows = judge(pairs(rounds), threshold=0.005)
     assert any(r.open for r in rows)
     need = rounds_to_decide(rows, threshold=0.005)
@@ -298,8 +298,7 @@ def test_a_family_run_in_two_states_is_not_judged() -> None:
     from pytest_vitperf.verdicts.ab import families_in, other_states
 
     data = json.loads((Path(__file__).parent / "data" / "ab" / "h200-ab-latency-aa-2026-11-28.json").read_text())
-    aa, delay = ([tuple({k: Side(*v) for k, v in side.items()} for side in pair) for pair in data[run]]
-                 for run in ("aa", "delay1"))  # fmt: skip
+    aa, delay = (recorded_rounds(data[run]) for run in ("aa", "delay1"))
     assert other_states(aa) == {(7, "B"): ["vit_base_patch16_224 b1"]}
     rows = {(r.name.split(" ", 1)[1], r.what): r
             for r in judge(pairs(aa), threshold=0.005, two_states=families_in(other_states(aa)))}  # fmt: skip
@@ -326,8 +325,7 @@ def test_three_rounds_a_process_on_an_h200_flag_nothing_in_an_a_a_and_find_one_p
     from pytest_vitperf.verdicts.ab import other_states
 
     data = json.loads((Path(__file__).parent / "data" / "ab" / "h200-ab-three-rounds-2026-11-29.json").read_text())
-    aa, delay = ([tuple({k: Side(*v) for k, v in side.items()} for side in pair) for pair in data[run]]
-                 for run in ("aa", "delay1"))  # fmt: skip
+    aa, delay = (recorded_rounds(data[run]) for run in ("aa", "delay1"))
     assert other_states(aa) == {} and other_states(delay) == {}
     assert {r.verdict for r in judge(pairs(aa), threshold=0.005)} == {SAME, UNKNOWN}
     rows = judge(pairs(delay), threshold=0.005)
@@ -342,8 +340,7 @@ def test_the_stored_short_warm_up_rounds_flag_nothing_in_the_a_a_and_every_fp8_r
     (11 rounds) flags nothing; +1% on FP8 (16 rounds) is SLOWER on FP8's four rows and no other, batch 64 included;
     batch 1's first round is its process's median, where a warm-up cut short would show first."""
     data = json.loads((Path(__file__).parent / "data" / "ab" / "h200-ab-short-warmup-2026-11-29.json").read_text())
-    aa, delay = ([tuple({k: Side(*v) for k, v in side.items()} for side in pair) for pair in data[run]]
-                 for run in ("aa", "delay1"))  # fmt: skip
+    aa, delay = (recorded_rounds(data[run]) for run in ("aa", "delay1"))
     assert {r.verdict for r in judge(pairs(aa), threshold=0.005)} == {SAME, UNKNOWN}
     rows = judge(pairs(delay), threshold=0.005)
     slower = {f"{r.name.split(' ', 1)[1]} {r.what}" for r in rows if r.verdict == SLOWER}
@@ -356,8 +353,7 @@ def test_the_stored_short_warm_up_rounds_flag_nothing_in_the_a_a_and_every_fp8_r
 
 
 def test_more_rounds_are_a_block_while_a_row_is_open_and_the_budget_pays_for_it() -> None:
-    rounds = [tuple({k: Side(*v) for k, v in side.items()} for side in pair)
-              for pair in json.loads(LATENCY_AA.read_text())["aa"][:4]]  # fmt: skip
+    rounds = recorded_rounds(json.loads(LATENCY_AA.read_text())["aa"][:4])
     unknown = judge(pairs(rounds), threshold=0.001)
     assert any(r.open for r in unknown)
     assert more_rounds(unknown, per_round_s=30, left_s=1e6) == 4
@@ -735,8 +731,7 @@ def test_rounds_that_end_once_they_agree_see_about_one_percent_at_batch_64_in_tw
     from pytest_vitperf.measure.rounds import Slices, disagreement
 
     data = json.loads((Path(__file__).parent / "data" / "ab" / "h200-ab-rounds-agree-2026-11-29.json").read_text())
-    aa, delay = ([tuple({k: Side(*v) for k, v in side.items()} for side in pair) for pair in data[run]]
-                 for run in ("aa", "delay1"))  # fmt: skip
+    aa, delay = (recorded_rounds(data[run]) for run in ("aa", "delay1"))
     rows = sequential(aa, threshold=0.005)
     assert {r.verdict for r in rows} == {SAME, UNKNOWN}
     assert max(r.detectable for r in rows if r.name.endswith(" b64")) < 0.0125
@@ -765,8 +760,7 @@ def test_short_slices_see_under_one_percent_at_batch_64_and_find_one_percent_on_
     and 12 of 14 rows are decided at the first look (4 rounds). Every batch-1 family agreed after 2 rounds; no
     batch-64 family did."""
     data = json.loads((Path(__file__).parent / "data" / "ab" / "h200-ab-short-slices-2026-11-29.json").read_text())
-    runs = {run: [tuple({k: Side(*v) for k, v in side.items()} for side in pair) for pair in data[run]]
-            for run in ("aa", "aa_host_cast", "delay1")}  # fmt: skip
+    runs = {run: recorded_rounds(data[run]) for run in ("aa", "aa_host_cast", "delay1")}
     for run, same in (("aa", 13), ("aa_host_cast", 14)):
         rows = sequential(runs[run], threshold=0.005)
         assert [r.verdict for r in rows].count(SAME) == same and {r.verdict for r in rows} <= {SAME, UNKNOWN}, run

@@ -24,7 +24,6 @@ from pytest_vitperf.verdicts.ab import (
     SPEEDUP,
     UNKNOWN,
     Row,
-    Side,
     decided_if_unchanged,
     judge,
     pairs,
@@ -35,7 +34,7 @@ from pytest_vitperf.verdicts.ab import (
     still_measured,
 )
 from pytest_vitperf.verdicts.stats import Interval
-from tests.conftest import load_tool
+from tests.conftest import load_tool, recorded_rounds
 
 DATA = Path(__file__).parent / "data"
 
@@ -80,7 +79,7 @@ def test_decided_rows_keep_their_verdicts_and_only_open_ones_are_measured() -> N
 
 def test_a_row_decided_at_a_look_is_not_judged_again() -> None:
     data = json.loads((DATA / "ab" / "h200-ab-short-slices-2026-11-29.json").read_text())
-    rounds = [tuple({k: Side(*v) for k, v in side.items()} for side in pair) for pair in data["delay1"]]
+    rounds = recorded_rounds(data["delay1"])
     first = judge(pairs(rounds[:4]), threshold=0.005, look=1)
     later = judge(pairs(rounds), threshold=0.005, look=3, decided=settled(first))
     for a, b in zip(first, later, strict=True):
@@ -151,7 +150,7 @@ def test_between_looks_the_estimate_reads_the_rows_as_the_rounds_so_far_would_ju
     """Before the first look the line says 'not judged yet', but the estimate no longer counts only the block's last
     round: after 3 rounds of the H200 A/A whose FP8 b1 speedup needed a second block, it counts that block too."""
     data = json.loads((DATA / "ab" / "h200-ab-parallel-prepares-aa-2026-12-02.json").read_text())
-    rounds = [tuple({k: Side(*v) for k, v in side.items()} for side in pair) for pair in data["aa"]]
+    rounds = recorded_rounds(data["aa"])
     p = Progress(threshold=0.005, confidence=0.95, budget_s=3600, out=io.StringIO())
     p.last_round_s = 30.0
     assert p.left_s(3, 4) == 30.0  # the block's last round, and nothing of what comes after
@@ -170,7 +169,7 @@ def test_the_replay_gives_the_verdicts_the_live_h200_runs_gave() -> None:
     UNKNOWN, none SLOWER or FASTER; +1% on FP8: FP8's four rows SLOWER at 4 rounds, and no other row."""
     data = json.loads((DATA / "ab" / "h200-ab-cold-first-block-2026-12-02.json").read_text())
     for run in ("aa", "delay1"):
-        rounds = [tuple({k: Side(*v) for k, v in side.items()} for side in pair) for pair in data[run]]
+        rounds = recorded_rounds(data[run])
         rows = sequential(rounds, threshold=0.005)
         assert {f"{r.name} | {r.what}": r.verdict for r in rows} == data[f"{run}_verdicts"], run
     aa = list(data["aa_verdicts"].values())
@@ -185,7 +184,7 @@ def test_the_replay_of_a_live_h200_a_a_whose_last_open_row_left_at_its_second_lo
     resumed to 8 rounds): 13 rows SAME at the first look; only FP8 b1's speedup stayed open, so rounds 4-7 ran only
     its tests (FP8 and FP16 at batch 1), and it was SAME at the second look. The replay says the same."""
     data = json.loads((DATA / "ab" / "h200-ab-parallel-prepares-aa-2026-12-02.json").read_text())
-    rounds = [tuple({k: Side(*v) for k, v in side.items()} for side in pair) for pair in data["aa"]]
+    rounds = recorded_rounds(data["aa"])
     assert [len(a) for a, _ in rounds] == [8] * 4 + [2] * 4
     assert set(rounds[4][0]) == {"vit_base_patch16_224 fp16 b1", "vit_base_patch16_224 fp8 b1"}
     for count, verdicts in ((4, data["aa_look1_verdicts"]), (8, data["aa_verdicts"])):
@@ -202,7 +201,7 @@ def test_the_replay_of_the_live_h200_runs_under_the_4_s_warm_up() -> None:
     data = json.loads((DATA / "ab" / "h200-ab-warmup-4s-2026-12-02.json").read_text())
     for run, count, verdicts in (("aa", 4, "aa_look1_verdicts"), ("aa", 8, "aa_verdicts"),
                                  ("delay1", 4, "delay1_verdicts")):
-        rounds = [tuple({k: Side(*v) for k, v in side.items()} for side in pair) for pair in data[run][:count]]
+        rounds = recorded_rounds(data[run][:count])
         rows = sequential(rounds, threshold=0.005)
         assert {f"{r.name} | {r.what}": r.verdict for r in rows} == data[verdicts], verdicts
     assert [len(a) for a, _ in data["aa"]] == [8] * 4 + [5] * 4
@@ -236,7 +235,7 @@ def test_the_replay_of_the_nightly_sets_first_a_a_on_an_h200() -> None:
     verdicts, 45 SAME and 67 UNKNOWN, none SLOWER or FASTER. Most open rows are batch 64's: their B/A ratios spread
     0.3-0.9% from process to process, where SAME within 0.5% at the first look needs about 0.3%."""
     data = json.loads((DATA / "ab" / "h200-ab-nightly-aa-cold-2026-12-02.json").read_text())
-    rounds = [tuple({k: Side(*v) for k, v in side.items()} for side in pair) for pair in data["aa"]]
+    rounds = recorded_rounds(data["aa"])
     assert len(rounds) == 4 and all(len(a) == len(b) == 64 for a, b in rounds)
     rows = sequential(rounds, threshold=0.005)
     assert {f"{r.name} | {r.what}": r.verdict for r in rows} == data["aa_verdicts"]
