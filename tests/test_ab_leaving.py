@@ -213,6 +213,23 @@ def test_the_replay_of_the_live_h200_runs_under_the_4_s_warm_up() -> None:
     assert "FASTER" not in {**data["aa_verdicts"], **data["delay1_verdicts"]}.values()
 
 
+def test_the_replay_of_three_live_h200_a_as_at_20_rounds_a_process() -> None:
+    """Real rounds (H200, 2026-12-02, cold, the latency suite with --vitperf-rounds=20): three A/As decided 13, 9 and
+    5 rows SAME at their first looks (4 min 16 s, 4 min 35 s, 4 min 21 s), where three at 10 rounds had decided 13, 8
+    and 11: a process's batch-64 median, twice as long in the making, did not make the first look surer. +1% on FP8
+    still found FP8's four rows alone SLOWER. The replay gives each look's live verdicts."""
+    data = json.loads((DATA / "ab" / "h200-ab-20-rounds-2026-12-02.json").read_text())
+    looks = [(run, 4, f"{run}_look1_verdicts") for run in ("aa1", "aa2", "aa3", "delay1")]
+    for run, count, verdicts in [*looks, ("aa1", 8, "aa1_verdicts"), ("aa3", 8, "aa3_verdicts")]:
+        rows = sequential(recorded_rounds(data[run][:count]), threshold=0.005)
+        assert {f"{r.name} | {r.what}": r.verdict for r in rows} == data[verdicts], verdicts
+    assert [list(data[f"aa{i}_look1_verdicts"].values()).count("SAME") for i in (1, 2, 3)] == [13, 9, 5]
+    slower = {k for k, v in data["delay1_look1_verdicts"].items() if v == "SLOWER"}
+    assert slower == {f"vit_base_patch16_224 fp8 b{b} | {w}" for b in (1, 64) for w in (LATENCY, SPEEDUP)}
+    finals = [data["aa1_verdicts"], data["aa2_look1_verdicts"], data["aa3_verdicts"]]
+    assert not {"SLOWER", "FASTER"} & {v for verdicts in finals for v in verdicts.values()}
+
+
 def test_on_a_terminal_progress_is_one_live_line() -> None:
     """rich draws the line in place (a cursor move back over it), and leaves the last one standing."""
 
