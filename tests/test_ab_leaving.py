@@ -267,3 +267,6 @@ def test_the_replay_of_the_nightly_sets_first_a_a_on_an_h200() -> None:
     assert line == ("Open rows: 67. Were they unchanged (B/A 1) at the spreads they have, 43 would be decided by 8 "
                     "rounds in all, 48 by 12, 50 by 16 (--budget-s buys rounds)")  # fmt: skip
     assert open_rows_line([r for r in rows if not r.open], 4, args, {}) == []
+    # a wider threshold decides more of the same block (docs/options.md, "The nightly set"), and none wrongly
+    wider = [[r.verdict for r in sequential(rounds, threshold=t)] for t in (0.006, 0.0075, 0.01)]
+    assert [v.count("SAME") for v in wider] == [57, 75, 93] and all(set(v) == {"SAME", "UNKNOWN"} for v in wider)
