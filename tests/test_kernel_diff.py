@@ -173,11 +173,12 @@ def test_a_delay_injected_on_a_cpu_is_where_the_change_went() -> None:
     engine = TorchBackend().prepare(build_model("vit_tiny"), model_name="vit_tiny_patch16_224", precision="fp32",
                                     batch=1, device=cpu, settings=Settings())  # fmt: skip
     delayed = inject(engine, 0.5)
-    a, b = engine.kernel_breakdown().profiles, delayed.kernel_breakdown().profiles  # what --vitperf-kernels keeps
+    ka, kb = engine.kernel_breakdown(), delayed.kernel_breakdown()
+    a, b = ka.profiles, kb.profiles  # what --vitperf-kernels keeps
     assert len(a) == len(b) == PROFILES
     d = diff(a, b)
     assert d.by_kernel[0].name == DELAY_LABEL, "\n".join(d.markdown())
     assert d.by_kernel[0].change == "new in B" and d.by_kernel[0].moved
     assert d.by_kernel[0].share >= 0.5, "\n".join(d.markdown())
-    by_module = diff(a, b, a_modules=engine.kernel_breakdown().modules, b_modules=delayed.kernel_breakdown().modules)
+    by_module = diff(a, b, a_modules=ka.modules, b_modules=kb.modules)
     assert by_module.by_module[0].name == DELAY_LABEL and by_module.by_module[0].change == "new in B"
