@@ -56,6 +56,10 @@ def test_the_stopping_rule_keeps_its_rates_on_simulated_matrices(delta: float) -
     if delta:
         hit, targets = r["power"]
         assert targets == 4 * 300 and hit / targets > 0.9
+    else:  # the first look decides more rows where processes spread less
+        narrow = load_tool("ab_stopping").run(100, 4, 0.0, seed=7, scale=0.6)["same at the first look"]
+        assert len(r["same at the first look"]) == 300 and max(r["same at the first look"]) <= 14
+        assert sum(narrow) / 100 > sum(r["same at the first look"]) / 300 + 2
 
 
 def _interval(estimate: float) -> Interval:
