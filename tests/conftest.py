@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ def load_tool(name: str) -> Any:
     spec = importlib.util.spec_from_file_location(name, REPO / "tools" / f"{name}.py")
     assert spec is not None and spec.loader is not None
     tool = importlib.util.module_from_spec(spec)
+    sys.modules[name] = tool  # where a dataclass of the tool looks its module up
     spec.loader.exec_module(tool)
     return tool
 

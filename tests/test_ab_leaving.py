@@ -234,6 +234,26 @@ def test_the_replay_of_three_live_h200_a_as_at_20_rounds_a_process() -> None:
     assert not {"SLOWER", "FASTER"} & {v for verdicts in finals for v in verdicts.values()}
 
 
+def test_the_spread_tool_finds_batch_64s_level_in_the_clock_and_reads_a_work_folder(tmp_path: Path) -> None:
+    """tools/ab_spread.py on the third 20-rounds A/A: batch 64's processes share a level (0.30%) beyond each row's own
+    (0.12%), and it follows their SM clock. A change between the sides is no spread. From a work folder, it reads
+    each row's round medians within a process too."""
+    tool = load_tool("ab_spread")
+    pairs = tool.read_stored(DATA / "ab" / "h200-ab-20-rounds-2026-12-02.json", "aa3", 4)
+    b1, b64 = tool.spread(pairs)
+    assert (b64.batch, b64.rows, b64.processes) == ("64", 4, 8) and b1.clock_r is None  # batch 1 ran at 1980 MHz
+    assert b64.shared > 2 * b64.own and b64.clock_r < -0.9 and b64.round_to_round > 2 * b1.shared
+    slower = [(a, {k: (ms * 1.01, mhz) for k, (ms, mhz) in b.items()}) for a, b in pairs]
+    moved = [x for s in tool.spread(slower) for x in (s.shared, s.own)]
+    assert moved == pytest.approx([x for s in (b1, b64) for x in (s.shared, s.own)])
+    for i in (0, 1):  # two rounds of one real H100 process's JSON on both sides: no spread between them
+        for side in "AB":
+            shutil.copy(DATA / "h100-vit_base-rounds-benchmark.json", tmp_path / f"round{i}-{side}.json")
+    work_pairs, inside = tool.read_work(tmp_path, 4)
+    (w1, w64) = tool.spread(work_pairs, inside)
+    assert len(work_pairs) == 2 and w64.round_to_round == 0 and w64.within > w1.within > 0
+
+
 def test_on_a_terminal_progress_is_one_live_line() -> None:
     """rich draws the line in place (a cursor move back over it), and leaves the last one standing."""
 
