@@ -54,12 +54,7 @@ def read_work(work: Path, rounds: int) -> tuple[list[tuple[Process, Process]], d
             for m in read_benchmark_json(path):
                 row = f"{m.spec.model} {m.spec.precision} b{m.spec.batch}"
                 process[row] = (m.median, m.sm_mhz)
-                medians, at = [], 0
-                for n in m.rounds:
-                    if n:
-                        medians.append(statistics.median(m.samples_ms[at : at + n]))
-                    at += n
-                inside.setdefault(row, []).append(medians)
+                inside.setdefault(row, []).append([x for x in m.round_medians() if x is not None])
             sides.append(process)
         pairs.append((sides[0], sides[1]))
     return pairs, inside
