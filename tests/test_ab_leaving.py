@@ -24,6 +24,7 @@ from pytest_vitperf.verdicts.ab import (
     SPEEDUP,
     UNKNOWN,
     Row,
+    Side,
     decided_if_unchanged,
     judge,
     pairs,
@@ -243,7 +244,7 @@ def test_the_spread_tool_finds_batch_64s_level_in_the_clock_and_reads_a_work_fol
     b1, b64 = tool.spread(pairs)
     assert (b64.batch, b64.rows, b64.processes) == ("64", 4, 8) and b1.clock_r is None  # batch 1 ran at 1980 MHz
     assert b64.shared > 2 * b64.own and b64.clock_r < -0.9 and b64.round_to_round > 2 * b1.shared
-    slower = [(a, {k: (ms * 1.01, mhz) for k, (ms, mhz) in b.items()}) for a, b in pairs]
+    slower = [(a, {k: Side(v.median_ms * 1.01, v.sm_mhz) for k, v in b.items()}) for a, b in pairs]
     moved = [x for s in tool.spread(slower) for x in (s.shared, s.own)]
     assert moved == pytest.approx([x for s in (b1, b64) for x in (s.shared, s.own)])
     for i in (0, 1):  # two rounds of one real H100 process's JSON on both sides: no spread between them

@@ -22,7 +22,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-Process = dict[str, tuple[float, float | None]]  # row: (median ms, SM MHz)
+from pytest_vitperf.verdicts.ab import Process, Side
 
 
 @dataclass(frozen=True)
@@ -50,10 +50,10 @@ def read_work(work: Path, rounds: int) -> tuple[list[tuple[Process, Process]], d
             path = work / f"round{i}-{side}.json"
             if not path.exists():
                 return pairs, inside
-            process: Process = {}
+            process: dict[str, Side] = {}
             for m in read_benchmark_json(path):
                 row = f"{m.spec.model} {m.spec.precision} b{m.spec.batch}"
-                process[row] = (m.median, m.sm_mhz)
+                process[row] = Side(m.median, m.sm_mhz)
                 inside.setdefault(row, []).append([x for x in m.round_medians() if x is not None])
             sides.append(process)
         pairs.append((sides[0], sides[1]))
@@ -62,7 +62,7 @@ def read_work(work: Path, rounds: int) -> tuple[list[tuple[Process, Process]], d
 
 def read_stored(path: Path, run: str, rounds: int) -> list[tuple[Process, Process]]:
     data = json.loads(path.read_text())[run][:rounds]
-    return [({k: (v[0], v[1]) for k, v in a.items()}, {k: (v[0], v[1]) for k, v in b.items()}) for a, b in data]
+    return [({k: Side(*v) for k, v in a.items()}, {k: Side(*v) for k, v in b.items()}) for a, b in data]
 
 
 def spread(
@@ -73,15 +73,15 @@ def spread(
     out = []
     for batch in sorted({r.rsplit(" b", 1)[1] for r in rows}, key=int):
         mine = [r for r in rows if r.endswith(f" b{batch}")]
-        ratios = [[math.log(b[r][0] / a[r][0]) for a, b in pairs] for r in mine]
+        ratios = [[math.log(b[r].median_ms / a[r].median_ms) for a, b in pairs] for r in mine]
         round_to_round = math.sqrt(statistics.fmean(statistics.variance(x) for x in ratios)) if len(pairs) > 1 else 0
         dev, clock = [], []
         for s in (0, 1):  # centred on each side's mean
             side = [pair[s] for pair in pairs]
-            mean = {r: statistics.fmean(math.log(p[r][0]) for p in side) for r in mine}
-            dev += [[math.log(p[r][0]) - mean[r] for r in mine] for p in side]
+            mean = {r: statistics.fmean(math.log(p[r].median_ms) for p in side) for r in mine}
+            dev += [[math.log(p[r].median_ms) - mean[r] for r in mine] for p in side]
             for p in side:
-                mhz = [p[r][1] for r in mine]
+                mhz = [p[r].sm_mhz for r in mine]
                 clock.append(math.log(statistics.fmean([m for m in mhz if m])) if all(mhz) else math.nan)
         n, k = len(dev), len(mine)
         level = [statistics.fmean(d) for d in dev]
