@@ -34,8 +34,8 @@ from pytest_vitperf.fixtures import (  # noqa: F401  (fixtures are registered by
     vitperf_plan,
     vitperf_session,
 )
-from pytest_vitperf.options import GPU_BENCH, add_options
-from pytest_vitperf.options.checks import check_cache, check_paths, check_store
+from pytest_vitperf.options import GPU_BENCH, UNITS, add_options
+from pytest_vitperf.options.checks import check_cache, check_paths, check_store, units_problem
 from pytest_vitperf.options.resolve import settings_from_config
 from pytest_vitperf.session import VitperfSession
 from pytest_vitperf.workers import BALANCING, case_id, share_host, too_many_workers
@@ -224,6 +224,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         except TimeoutError as exc:
             pytest.exit(f"vitperf: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
         vs.turn_began = time.perf_counter()
+        if vs.settings.units is not None and (problem := units_problem(vs.settings.units, waits=False)):
+            pytest.exit(f"vitperf: {UNITS} {vs.settings.units}: {problem}", returncode=pytest.ExitCode.USAGE_ERROR)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -26,7 +26,7 @@ from pytest_vitperf.ab.plan import (
     suite_args,
 )
 from pytest_vitperf.ab.run import _prepare
-from pytest_vitperf.ab.turns import ENDED, SideFailed, ahead_for, in_turn
+from pytest_vitperf.ab.turns import ENDED, Ahead, SideFailed, ahead_for, in_turn
 from pytest_vitperf.cli import main
 from pytest_vitperf.engines import REPRODUCIBLE_PARTS
 from pytest_vitperf.measure.measurement import read_benchmark_json
@@ -531,16 +531,22 @@ def test_vitperf_ab_finds_a_candidate_five_times_slower_and_explains_where_its_t
 # GPU (unless NODONE is set) and ends, and writes a real process's --benchmark-json (or fails with FAIL set). Its turn
 # lasts 1 s: the processes started ahead must have said "start" before the next turn, and under a loaded CI a shell
 # once took longer than the 0.3 s this was before.
+# Each also notes in `timeline` what it is and its pid and, once its turn has come, refuses a --vitperf-units file
+# that is not there (as the plugin does); where EVEN and ODD are set, an even round's process writes EVEN, an odd
+# one's ODD.
 SIDE_SCRIPT = """
 for a in "$@"; do case $a in --vitperf-wait-for=*) turn=${a#*=};; --vitperf-turn-done=*) done=${a#*=};;
-  --benchmark-json=*) out=${a#*=};; esac; done
-echo $$ > pid-$SIDE; echo "start $SIDE" >> events
+  --benchmark-json=*) out=${a#*=};; --vitperf-units=*) units=${a#*=};; esac; done
+label=$(basename "$out" .json); echo $$ > pid-$SIDE; echo "start $SIDE" >> events
+echo "start $label $$ ${units:-all}" >> timeline
 if [ -n "$turn" ]; then while [ ! -f "$turn" ]; do sleep 0.05; done; fi
-echo "run $SIDE" >> events; sleep 1
+if [ -n "$units" ] && [ ! -f "$units" ]; then echo "no units $label" >> timeline; exit 4; fi
+echo "run $SIDE" >> events; echo "run $label" >> timeline; sleep 1
 case " $* " in *" -n "*) if [ "$FAIL" = workers ]; then echo "workers collected differently"; exit 2; fi;; esac
 if [ "$FAIL" = 1 ]; then exit 3; fi
 if [ -z "$NODONE" ]; then echo "done $SIDE" >> events; touch "$done"; fi
-sleep 0.6; cp "$DATA" "$out"; sleep 0.3; echo "end $SIDE" >> events
+data=$DATA; case "$label" in round*[02468]-?) data=${EVEN:-$DATA};; round*[13579]-?) data=${ODD:-$DATA};; esac
+sleep 0.6; cp "$data" "$out"; sleep 0.3; echo "end $SIDE" >> events; echo "end $label" >> timeline
 """
 
 
@@ -645,6 +651,77 @@ def test_a_failed_turn_leaves_no_process_waiting(tmp_path: Path, monkeypatch: py
         os.kill(pid, 0)  # killed and reaped, not left waiting
     assert "run B" not in (tmp_path / "events").read_text() and not (tmp_path / "round0-B.turn").exists()
     assert not list(tmp_path.glob("cache-*-round0"))
+
+
+def _timeline(path: Path) -> list[list[str]]:
+    return [line.split() for line in (path / "timeline").read_text().splitlines()]
+
+
+def test_the_next_blocks_processes_start_before_the_look_and_end_unused_if_no_block_follows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A block's last turns run while the next block's first processes start (given the look's file of units, not yet
+    written) and wait; ended unused, they never run and leave no process or build folder."""
+    monkeypatch.chdir(tmp_path)
+    commands, args = _script_sides(tmp_path)
+    then = Ahead([("round2", "B"), ("round2", "A"), ("round3", "A")], tmp_path / "open-after-look1.txt")
+    tasks = [("round0", "A"), ("round0", "B"), ("round1", "B"), ("round1", "A")]
+    assert len(in_turn(tasks, commands, tmp_path, args, dict(os.environ), then=then)) == 4
+    waiting = {task: r.popen.pid for task, r in then.started.items()}
+    assert list(waiting) == then.tasks  # turns of about 1 s: as many wait as READY_S holds, up to MOST_AHEAD
+    line = _timeline(tmp_path)
+    assert [e[1] for e in line if e[0] == "start"][-3:] == ["round2-B", "round2-A", "round3-A"]
+    assert all(e[3] == str(then.units) for e in line if e[0] == "start" and e[1].startswith("round2"))
+    assert line.index(["end", "round1-A"]) > max(i for i, e in enumerate(line) if e[:2] == ["start", "round2-A"])
+    assert all(os.kill(pid, 0) is None for pid in waiting.values())  # alive, waiting for a turn
+    then.drop()
+    for pid in waiting.values():
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    assert not any(e[0] == "run" and e[1].startswith("round2") for e in _timeline(tmp_path))
+    assert not list(tmp_path.glob("cache-*-round*")) and not then.started
+
+
+def test_the_next_block_runs_the_processes_started_before_its_look_on_the_tests_it_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`vitperf ab`'s rounds over two looks (6 rounds: a block of 4, then 2), on a GPU's terms (turns): side B's
+    processes write a recorded run 2% slower in odd rounds and 2% faster in even ones, so that its latency rows stay
+    open at the first look and its speedups are SAME. The second block's processes were started before the first
+    look, with the file of units it then wrote (the open rows' tests: every test here), and each ran once; those
+    started for a third block, and the one of the second that it did not need, ended unused."""
+    from pytest_vitperf.ab.progress import Progress
+    from pytest_vitperf.ab.run import _run
+
+    monkeypatch.chdir(tmp_path)
+    commands, args = _script_sides(tmp_path)
+    for name, factor in (("even", 1 / 1.02), ("odd", 1.02)):
+        doc = json.loads((Path(__file__).parent / "data" / "h100-vit_base-rounds-benchmark.json").read_text())
+        for b in doc["benchmarks"]:
+            b["stats"]["data"] = [x * factor for x in b["stats"]["data"]]
+        (tmp_path / f"{name}.json").write_text(json.dumps(doc))
+    commands["B"][1:1] = [f"EVEN={tmp_path / 'even.json'}", f"ODD={tmp_path / 'odd.json'}"]
+    args = argparse.Namespace(**{**vars(args), "rounds": 6, "budget_s": 0.0, "threshold": 0.005, "confidence": 0.95,
+                                 "prepare_workers": 1})  # fmt: skip
+    looks, rounds, rows = _run(commands, tmp_path, args, dict(os.environ), Progress(0.005, 0.95, 0.0))
+    assert (looks, len(rounds)) == (2, 6)
+    assert {(r.what, r.verdict, r.look) for r in rows} == {("latency", "UNKNOWN", 2), ("speedup over fp16", "SAME", 1)}
+    line = _timeline(tmp_path)
+    units = tmp_path / "open-after-look1.txt"
+    assert len(units.read_text().splitlines()) == 8  # every row has its latency open
+    started = {e[1]: e for e in line if e[0] == "start"}
+    ran = [e[1] for e in line if e[0] == "run"]
+    assert len(ran) == len(set(ran)) == 2 + 12  # the prepares and 6 rounds, each process once
+    for label in (f"round{i}-{s}" for i in (4, 5) for s in "AB"):
+        assert started[label][3] == str(units)
+        assert sum(e[:2] == ["start", label] for e in line) == 1
+    assert line.index(started["round4-A"]) < line.index(["end", "round3-B"])  # started before the first look
+    unused = [e for e in line if e[0] == "start" and e[1] not in ran]
+    assert unused and all(int(e[1].removeprefix("round")[:-2]) >= 6 for e in unused)  # only rounds never run
+    for e in unused + [started[label] for label in ran]:
+        with pytest.raises(ProcessLookupError):
+            os.kill(int(e[2]), 0)
+    assert not list(tmp_path.glob("cache-*-round*"))
 
 
 @pytest.mark.parametrize("how", ["workers", "1"], ids=["in-workers", "alone-too"])

@@ -58,6 +58,33 @@ def test_vitperf_units_runs_only_the_units_named(pytester: pytest.Pytester) -> N
     missing.stderr.fnmatch_lines(["*--vitperf-units */none.txt: is not a file; give the units to run, one a line"])
 
 
+def test_a_process_that_waits_for_its_turn_reads_its_units_file_when_the_turn_comes(pytester: pytest.Pytester) -> None:
+    """vitperf ab starts a block's processes before the look that writes their --vitperf-units file: with
+    --vitperf-wait-for, a file not there yet is no usage error until the turn comes; then it is read, or refused in
+    one line where it is still missing."""
+    import threading
+
+    pytester.makepyfile(test_where=FAMILY, test_other="def test_other():\n    pass\n")
+    units, turn = pytester.path / "units.txt", pytester.path / "turn"
+
+    def look() -> None:  # the look writes the units, then gives the turn
+        units.write_text("vit_tiny_patch16_224-b2\n")
+        turn.touch()
+
+    timer = threading.Timer(2.0, look)
+    timer.start()
+    args = ("--gpu-bench", "-p", "no:cacheprovider", "--vitperf-models=vit_tiny", "--vitperf-batch-sizes=1,2",
+            "--vitperf-precisions=fp16,fp32", f"--vitperf-units={units}", f"--vitperf-wait-for={turn}")  # fmt: skip
+    result = pytester.runpytest(*args)
+    timer.join()
+    result.assert_outcomes(passed=2, deselected=3)
+    units.unlink()
+    missing = pytester.runpytest(*args)
+    assert missing.ret == pytest.ExitCode.USAGE_ERROR
+    missing.stdout.fnmatch_lines(["*vitperf: --vitperf-units */units.txt: is not a file; give the units to run, one a "
+                                  "line*"])  # fmt: skip
+
+
 def test_vitperf_ab_splits_the_units_over_gpus_and_judges_them_together(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

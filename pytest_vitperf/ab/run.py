@@ -18,14 +18,25 @@ import shlex
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pytest_vitperf.ab.explain import chosen, explain
 from pytest_vitperf.ab.plan import host_prepare_workers, open_units, tests_of
 from pytest_vitperf.ab.progress import Progress
-from pytest_vitperf.ab.turns import Running, SideFailed, again, end, host_timed, in_turn, read, recorded, start
+from pytest_vitperf.ab.turns import (
+    Ahead,
+    Running,
+    SideFailed,
+    again,
+    end,
+    host_timed,
+    in_turn,
+    read,
+    recorded,
+    start,
+)
 from pytest_vitperf.core import processes
 from pytest_vitperf.verdicts.ab import (
     BLOCK,
@@ -98,17 +109,16 @@ def _rounds(
     prepare: Callable[[], None],
     units: Path | None,
     ended: Callable[[int, tuple[Process, Process]], None],
+    ready: Ahead | None = None,
+    then: Ahead | None = None,
 ) -> list[tuple[Process, Process]]:
     """Rounds `first`, `first` + 1, ... in their `sides` orders: as an earlier run of the work folder recorded them
     (--resume), else run now, in turn, each process running the tests `units` names (all without). A round is run
     whole or not at all, so that its order holds. `prepare` comes first, while the first round's process starts
-    (turns.in_turn). `ended(i, (a, b))` is told once round i has ended."""
-    earlier = {}
-    for i in range(first, first + len(sides)):
-        a, b = (recorded(work, f"round{i}", s, args, say=False) if args.resume else None for s in "AB")
-        if a is not None and b is not None:
-            earlier[i] = (a, b)
-    tasks = [(f"round{i}", s) for i, pair in enumerate(sides, start=first) if i not in earlier for s in pair]
+    (turns.in_turn). `ended(i, (a, b))` is told once round i has ended. `ready` and `then`: the processes started
+    ahead by the block before, and for the block after (turns.in_turn)."""
+    earlier = {i: pair for i in range(first, first + len(sides)) if (pair := _earlier(work, i, args)) is not None}
+    tasks = _tasks(first, sides, earlier)
 
     def overlap() -> bool:
         prepare()
@@ -122,9 +132,20 @@ def _rounds(
             label = tasks[k][0]
             ended(int(label.removeprefix("round")), (ran[(label, "A")], ran[(label, "B")]))
 
-    in_turn(tasks, commands, work, args, env, overlap, units=units, ended=task_ended)
+    in_turn(tasks, commands, work, args, env, overlap, units=units, ended=task_ended, ready=ready, then=then)
     return [earlier.get(i) or (ran[(f"round{i}", "A")], ran[(f"round{i}", "B")])
             for i in range(first, first + len(sides))]  # fmt: skip
+
+
+def _earlier(work: Path, i: int, args: argparse.Namespace) -> tuple[Process, Process] | None:
+    """Round i as an earlier run of the work folder recorded it whole (--resume), else None."""
+    a, b = (recorded(work, f"round{i}", s, args, say=False) if args.resume else None for s in "AB")
+    return (a, b) if a is not None and b is not None else None
+
+
+def _tasks(first: int, sides: list[tuple[str, str]], earlier: Collection[int]) -> list[tuple[str, str]]:
+    """The processes ((label, side), in turn) of rounds `first`, ... in their `sides` orders, but those `earlier`."""
+    return [(f"round{i}", s) for i, pair in enumerate(sides, start=first) if i not in earlier for s in pair]
 
 
 def _prepare(commands: dict[str, list[str]], work: Path, args: argparse.Namespace, env: dict[str, str]) -> None:
@@ -201,6 +222,7 @@ def _run(
     rounds: list[tuple[Process, Process]] = []
     planned = args.rounds or BLOCK
     looks, units = 0, None
+    ahead: Ahead | None = None  # the next block's first processes, started before the look
     rows: list[Row] = []
     tests: dict[str, str] = {}
     block: list[tuple[Process, Process]] = []  # the rounds of the block running, as they end
@@ -215,26 +237,38 @@ def _run(
             progress.forecast(judged([*rounds, *block], looks + 1))
             progress.rounds_done(i + 1, planned)
 
-    while True:
-        before = len(rounds)
-        block.clear()
-        step = min(BLOCK, planned - before) if planned > before else BLOCK
-        rounds += _rounds(before, order(before + step)[before:], commands, work, args, env, prepare, units, ended)
-        per_round = (time.monotonic() - block_began) / step  # resumed ones cost nothing: a low guess
-        looks += 1
-        _write_run(work, args, looks)
-        rows = judged(rounds, looks)
-        progress.judged(rows)
-        more = 0
-        if any(r.open for r in rows) and len(rounds) >= planned:
-            more = more_rounds(rows, per_round_s=per_round, left_s=args.budget_s - (time.monotonic() - run_began))
-        planned += more
-        if not any(r.open for r in rows) or len(rounds) >= planned:
-            progress.rounds_done(len(rounds), len(rounds), last=True)
-            return looks, rounds, rows
-        progress.rounds_done(len(rounds), planned)
-        tests = tests or tests_of(work)  # read once: the prepares have ended by the first look
-        units = open_units(work, looks, still_measured(rows), tests)
+    try:
+        while True:
+            before = len(rounds)
+            block.clear()
+            step = min(BLOCK, planned - before) if planned > before else BLOCK
+            after = before + step  # the next block, were it to come: BLOCK rounds, but those recorded whole
+            then = Ahead(_tasks(after, order(after + BLOCK)[after:],
+                                {i for i in range(after, after + BLOCK) if _earlier(work, i, args) is not None}),
+                         work / f"open-after-look{looks + 1}.txt")  # fmt: skip
+            rounds += _rounds(before, order(after)[before:], commands, work, args, env, prepare, units, ended,
+                              ahead, then)  # fmt: skip
+            ahead = then
+            per_round = (time.monotonic() - block_began) / step  # resumed ones cost nothing: a low guess
+            looks += 1
+            _write_run(work, args, looks)
+            rows = judged(rounds, looks)
+            progress.judged(rows)
+            more = 0
+            if any(r.open for r in rows) and len(rounds) >= planned:
+                more = more_rounds(rows, per_round_s=per_round, left_s=args.budget_s - (time.monotonic() - run_began))
+            planned += more
+            if not any(r.open for r in rows) or len(rounds) >= planned:
+                progress.rounds_done(len(rounds), len(rounds), last=True)
+                return looks, rounds, rows
+            progress.rounds_done(len(rounds), planned)
+            tests = tests or tests_of(work)  # read once: the prepares have ended by the first look
+            units = open_units(work, looks, still_measured(rows), tests)
+            if units != ahead.units:  # every test stays (tests_of found none of the rows): they were given a file
+                ahead.drop()
+    finally:
+        if ahead is not None:
+            ahead.drop()  # no block follows, or we were interrupted during a look
 
 
 def _sign_sides(work: Path) -> None:

@@ -11,7 +11,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
@@ -70,6 +70,33 @@ def start(
     return Running(popen, log, cache if own else None, out)
 
 
+@dataclass
+class Ahead:
+    """The next block's first processes, started while this block's last ones run, before the look that says whether
+    that block comes and which tests it keeps (`units`, the file the look writes; plan.open_units): their start (an
+    interpreter, imports, FP32 models: about 12 s on an H200) overlaps this block's turns, not the GPU's wait after
+    the look. Those the next block does not run are ended unused."""
+
+    tasks: list[tuple[str, str]]
+    units: Path
+    started: dict[tuple[str, str], Running] = field(default_factory=dict)
+
+    def take(self, tasks: list[tuple[str, str]]) -> list[Running]:
+        """The started processes of the first of `tasks`, in order, to run them; every other one is ended."""
+        out = []
+        for task in tasks:
+            if task not in self.started:
+                break
+            out.append(self.started.pop(task))
+        self.drop()
+        return out
+
+    def drop(self) -> None:
+        """End them all, unused: no block follows, or it keeps other tests than they were given."""
+        _unused(list(self.started.values()))
+        self.started.clear()
+
+
 def end(r: Running, kill: bool = False) -> int:
     """Wait for (or kill, with all it started) a process, then drop its own builds: they were its draw, never used
     again. A killed process's JSON goes too: a --resume must not take what it wrote as it was ended for a round."""
@@ -121,6 +148,7 @@ def in_turn(
     tasks: list[tuple[str, str]], commands: dict[str, list[str]], work: Path, args: argparse.Namespace,
     env: dict[str, str], overlap: bool | Callable[[], bool] = True, guess: bool | None = None,
     units: Path | None = None, ended: Callable[[int, Process], None] | None = None,
+    ready: Ahead | None = None, then: Ahead | None = None,
 ) -> list[Process]:  # fmt: skip
     """The processes of `tasks` ((label, side), in order), one at a time on the GPU. With `overlap`, each one starts
     AHEAD turns early (ahead_for: more after a short turn) and waits for a turn file written once the one before it is
@@ -130,13 +158,21 @@ def in_turn(
     `overlap` may be what comes first (the prepares) and says whether they overlap: the first process starts
     meanwhile, and has its turn once that has returned. So do the AHEAD after it where `guess` (default: gpu_likely)
     says they will overlap; they are ended unused if not. `units` narrows every process's tests (start); `ended(k,
-    process)` is told once task k has been read (it then says so; else each process's count is printed)."""
-    turns = [work / f"{label}-{side}.turn" for label, side in tasks]
+    process)` is told once task k has been read (it then says so; else each process's count is printed). `ready`:
+    the first tasks' processes, started by the block before (the others it holds end unused); `then`: the next
+    block's, started ahead after the last of `tasks` as if they followed, and left waiting for their turns in it."""
+    then = then or Ahead([], work)
+    queue, given = [*tasks, *then.tasks], [units] * len(tasks) + [then.units] * len(then.tasks)
+    turns = [work / f"{label}-{side}.turn" for label, side in queue]
     waiting, turn_began = AHEAD, time.monotonic()
-    for t in [*turns, *(work / f"{label}-{side}{DONE}" for label, side in tasks)]:
+    started: list[Running] = ready.take(tasks) if ready is not None else []
+    for t in [*turns[len(started) :], *(work / f"{label}-{side}{DONE}" for label, side in queue[len(started) :])]:
         t.unlink(missing_ok=True)  # an earlier run's, cut off
-    started: list[Running] = []
     done: list[Process] = []
+
+    def begin(j: int, waits: bool = True) -> Running:  # queue[j]'s process, waiting for its turn file if `waits`
+        label, side = queue[j]
+        return start(commands[side], side, label, work, args, env, turns[j] if waits else None, given[j])
 
     def hand_on(turn: Path) -> None:  # the next turn begins; how many wait depends on how long this one took
         nonlocal waiting, turn_began
@@ -148,12 +184,10 @@ def in_turn(
         if callable(overlap):
             first = 1 + AHEAD * (gpu_likely(env) if guess is None else guess)
             with processes.held():
-                started += [start(commands[s], s, label, work, args, env, turns[j], units)
-                            for j, (label, s) in enumerate(tasks[:first])]  # fmt: skip
+                started += [begin(j) for j in range(len(started), min(first, len(tasks)))]
             ahead = overlap()
             if not ahead:  # a CPU run: none may import beside the one timed
-                for r in started[1:]:
-                    end(r, kill=True)
+                _unused(started[1:])
                 del started[1:]
             if tasks:
                 turns[0].touch()
@@ -161,11 +195,9 @@ def in_turn(
         for k, (label, side) in enumerate(tasks):
             with processes.held():
                 if len(started) == k:  # not started ahead
-                    started.append(start(commands[side], side, label, work, args, env, units=units))
-                while ahead and len(started) < min(len(tasks), k + 1 + waiting):
-                    j = len(started)
-                    nxt_label, nxt_side = tasks[j]
-                    started.append(start(commands[nxt_side], nxt_side, nxt_label, work, args, env, turns[j], units))
+                    started.append(begin(k, waits=False))
+                while ahead and len(started) < min(len(queue), k + 1 + waiting):
+                    started.append(begin(len(started)))
             nxt = turns[k + 1] if ahead and k + 1 < len(tasks) else None
             early = nxt is not None and _done_with_gpu(started[k])
             if nxt is not None and early:
@@ -176,10 +208,16 @@ def in_turn(
                 ended(k, done[-1])
             if nxt is not None and not early:
                 hand_on(nxt)  # it ended without saying it was done: only once it has results
-    finally:
-        for r in started[len(done) :]:
-            end(r, kill=True)  # a side failed, or we were interrupted: no process is left waiting for its turn
+    except BaseException:
+        _unused(started[len(done) :])  # a side failed, or we were interrupted: no process is left waiting for its turn
+        raise
+    then.started = dict(zip(then.tasks, started[len(tasks) :], strict=False))  # they wait for the next block
     return done
+
+
+def _unused(started: list[Running]) -> None:
+    for r in started:
+        end(r, kill=True)
 
 
 def _done_with_gpu(r: Running, poll_s: float = 0.05) -> bool:

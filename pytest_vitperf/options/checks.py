@@ -49,11 +49,20 @@ def check_paths(s: Settings) -> None:
         *((EXPORT, f"{fmt}={path}", writable_folder_problem(Path(path).parent)) for fmt, path in s.export),
         (WAIT_FOR, s.wait_for, s.wait_for and _folder_of_problem(s.wait_for)),
         (TURN_DONE, s.turn_done, s.turn_done and _folder_of_problem(s.turn_done)),
-        (UNITS, s.units, s.units and not s.units.is_file() and "is not a file; give the units to run, one a line"),
+        (UNITS, s.units, s.units and units_problem(s.units, waits=s.wait_for is not None)),
     ]
     for flag, value, problem in problems:
         if problem:
             raise pytest.UsageError(f"{flag} {value}: {problem}" if value != "" else f"{flag}: {problem}")
+
+
+def units_problem(units: Path, waits: bool) -> str | None:
+    """What is wrong with a --vitperf-units file. A process that waits for its turn may be started before the file is
+    written (vitperf ab starts a block's processes before the look that names the rows still open): its folder is
+    checked now, the file itself once the turn has come."""
+    if waits and not units.exists():
+        return _folder_of_problem(units)
+    return None if units.is_file() else "is not a file; give the units to run, one a line"
 
 
 def _store_problem(url: str) -> str | None:
