@@ -88,6 +88,31 @@ def test_an_injected_delay_is_seen_and_said_loudly(aa: pytest.Pytester) -> None:
     )
 
 
+def _busy(ms: float) -> None:
+    import time
+
+    end = time.perf_counter() + ms / 1e3
+    while time.perf_counter() < end:
+        pass
+
+
+@pytest.mark.parametrize("gap_ms", [0.0, 0.2])
+def test_an_injected_delay_is_fitted_to_what_the_timer_sees(gap_ms: float) -> None:
+    """A delay whose every run costs `gap_ms` more than its size (as a GPU spin's own launch does) is shortened by
+    that gap, so that it adds what was asked; one without a gap is left as asked. Real busy waits, timed on the host:
+    a 2 ms engine and 0.5 ms asked."""
+    from types import SimpleNamespace
+
+    from pytest_vitperf.engines.delay import _fitted
+    from pytest_vitperf.measure.timing import PerfCounterClock
+
+    engine = SimpleNamespace(clock=PerfCounterClock(), launch=lambda: _busy(2.0))
+    _, found = _fitted(engine, 0.5, lambda size: lambda: _busy(size + gap_ms), 1.0)  # type: ignore[arg-type]
+    assert found["gap_ms"] == pytest.approx(gap_ms, abs=0.05)
+    assert found["size"] == pytest.approx(0.5 - gap_ms, abs=0.05)
+    assert found["added_ms"] == pytest.approx(0.5, abs=0.05)
+
+
 @pytest.mark.parametrize(("outcome", "counts"), [("warn", {"passed": 2}), ("xfail", {"passed": 1, "xfailed": 1}),
                                                   ("fail", {"passed": 1, "failed": 1})])  # fmt: skip
 def test_an_interval_that_straddles_its_floor_is_inconclusive(
