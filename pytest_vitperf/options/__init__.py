@@ -299,8 +299,7 @@ OPTIONS: tuple[_Option, ...] = (
             "device, so that jobs side by side on one host do not oversubscribe it."),
     _Option(UNITS, parse_path, "FILE",
             "run only the tests of the units in FILE, one a line: a family (MODEL-bBATCH), another test's module or "
-            "class, or a node id (vitperf ab: each GPU's share of a suite, the rows still open). With "
-            f"{WAIT_FOR}, FILE may be written up to the turn. Default: all."),
+            f"class, or a node id (vitperf ab: a GPU's share, the open rows; read after {WAIT_FOR}). Default: all."),
     _Option(SHARD, parse_shard, "K/N",
             "run only shard K of N: the run's units (families, other tests' modules) dealt over N by a model of their "
             "cost, alike on every host, a family never split. Default: all."),
