@@ -10,6 +10,7 @@ import math
 import os
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -47,6 +48,7 @@ from pytest_vitperf.verdicts.ab import (
     exit_code,
     judge,
     more_rounds,
+    open_share,
     order,
     pairs,
     rounds_to_decide,
@@ -352,14 +354,22 @@ def test_the_stored_short_warm_up_rounds_flag_nothing_in_the_a_a_and_every_fp8_r
             assert abs(float(np.median(ratios)) - 1) < 2e-4, row
 
 
-def test_more_rounds_are_a_block_while_a_row_is_open_and_the_budget_pays_for_it() -> None:
+def test_more_rounds_are_a_block_or_half_of_one_while_a_row_is_open_and_the_budget_pays_for_it() -> None:
     rounds = recorded_rounds(json.loads(LATENCY_AA.read_text())["aa"][:4])
     unknown = judge(pairs(rounds), threshold=0.001)
     assert any(r.open for r in unknown)
     assert more_rounds(unknown, per_round_s=30, left_s=1e6) == 4
-    assert more_rounds(unknown, per_round_s=30, left_s=4 * 30 - 1) == 0
+    assert more_rounds(unknown, per_round_s=30, left_s=4 * 30 - 1) == 2  # half a block, still balanced
+    assert more_rounds(unknown, per_round_s=30, left_s=2 * 30 - 1) == 0
+    assert all(set(order(n)[n - 2 :]) == {("A", "B"), ("B", "A")} for n in range(2, 20, 2))  # every two rounds
+    # the time a round of the open rows takes: the share of the tests they keep (with FP16 for each open family)
+    measured = rounds[-1][0].keys()
+    fp8_b64 = [r if r.name.endswith("fp8 b64") else replace(r, verdict=SAME) for r in unknown]
+    assert {r.verdict for r in fp8_b64 if r.name.endswith("fp8 b64")} == {UNKNOWN}
+    assert open_share(fp8_b64, measured) == 2 / len(measured) == 0.25
     same = judge(pairs(rounds), threshold=0.05)
     assert {r.verdict for r in same} == {SAME} and more_rounds(same, per_round_s=30, left_s=1e6) == 0
+    assert open_share(same, measured) == 0
 
 
 def test_can_see_is_the_change_flagged_slower_four_times_in_five_beyond_the_threshold() -> None:

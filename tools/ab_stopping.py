@@ -2,7 +2,7 @@
 (verdicts.ab.sequential, the code a run uses), on matrices of known spread. Prints, for an A/A and for +1% on one
 precision, the false-verdict rate per row and the power, each with its Clopper-Pearson 95% interval.
 
-    python tools/ab_stopping.py [--matrices 10000] [--rounds 16] [--seed 1] [--scale 1]
+    python tools/ab_stopping.py [--matrices 10000] [--rounds 16] [--seed 1] [--scale 1] [--then 4]
 
 A matrix is the latency suite's: one model, FP16, BF16, FP8 and INT8 at batch 1 and 64 (8 engines, 14 rows). A
 process's median of a row is its true latency times exp(noise): a part shared by the family (the clock under the
@@ -14,7 +14,8 @@ about twice as much at batch 64). The practical threshold is 0.5%.
 - +1% on FP8 (side B): a false verdict is one of FP8's four rows SAME or FASTER, or another row SLOWER or FASTER;
   the power is the share of FP8's rows SLOWER.
 The nominal rate of each is 1 - confidence (5%).
-It also prints how many rows the A/A's first look (4 rounds) calls SAME, where 12 of 14 are asked for (issue 83).
+It also prints how many rows the A/A's first look (4 rounds) calls SAME, where 12 of 14 are asked for (issue 83),
+and how many by the second look, --then rounds later (2: the half block a budget that has no room for 4 buys).
 1,000 matrices a scale (2026-12-02): 12 or more in 10% of them at 1, 47% at 0.8, 73% at 0.7, 92.5% at 0.6. Six cold
 H200 A/As had them twice (13, 8, 11, 13, 9, 5).
 """
@@ -58,17 +59,19 @@ def matrix(
 
 
 def run(
-    matrices: int, rounds: int, delta: float, seed: int, confidence: float = 0.95, scale: float = 1.0
-) -> dict[str, Any]:
+    matrices: int, rounds: int, delta: float, seed: int, confidence: float = 0.95, scale: float = 1.0,
+    then: int = BLOCK,
+) -> dict[str, Any]:  # fmt: skip
     """What `matrices` simulated runs of up to `rounds` rounds decide, with `delta` (0: an A/A) on FP8 as side B."""
     rng = np.random.default_rng(seed)
     wrong = rows = hit = targets = decided = 0
     spent_rounds: list[int] = []
     first_look: list[int] = []  # rows SAME at the first look, a matrix each
+    second_look: list[int] = []  # and by the second
     any_wrong = 0
     for _ in range(matrices):
         judged: Sequence[Row] = sequential(matrix(rng, rounds, {"fp8": 1 + delta} if delta else {}, scale),
-                                           threshold=THRESHOLD, confidence=confidence)  # fmt: skip
+                                           threshold=THRESHOLD, confidence=confidence, step=then)  # fmt: skip
         bad = 0
         for r in judged:
             target = delta > 0 and " fp8 " in r.name
@@ -83,10 +86,12 @@ def run(
         wrong += bad
         any_wrong += bad > 0
         spent_rounds.append(max(r.rounds for r in judged))
-        first_look.append(sum(r.verdict == SAME and r.rounds == BLOCK for r in judged))
+        first_look.append(sum(r.verdict == SAME and r.look == 1 for r in judged))
+        second_look.append(sum(r.verdict == SAME and r.look <= 2 for r in judged))
     return {
         "rows": rows, "false": wrong, "matrices with one": any_wrong, "matrices": matrices, "decided": decided,
         "power": (hit, targets), "rounds": float(np.mean(spent_rounds)), "same at the first look": first_look,
+        "same by the second look": second_look,
     }  # fmt: skip
 
 
@@ -101,11 +106,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=16)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--scale", type=float, default=1.0)
+    parser.add_argument("--then", type=int, default=BLOCK, help="rounds between looks after the first (an even number)")
     args = parser.parse_args()
     print(f"{args.matrices} matrices of 14 rows, up to {args.rounds} rounds, threshold {THRESHOLD:.1%}, 95%, "
-          f"spreads x{args.scale:g}")  # fmt: skip
+          f"spreads x{args.scale:g}, looks at {BLOCK} rounds and every {args.then} after")  # fmt: skip
     for name, delta in (("A/A", 0.0), ("+1% on fp8", 0.01)):
-        r = run(args.matrices, args.rounds, delta, args.seed, scale=args.scale)
+        r = run(args.matrices, args.rounds, delta, args.seed, scale=args.scale, then=args.then)
         hit, targets = r["power"]
         print(f"{name}: false verdicts per row {rate(r['false'], r['rows'])}; matrices with one "
               f"{rate(r['matrices with one'], r['matrices'])}; rows decided {rate(r['decided'], r['rows'])}; "
@@ -113,8 +119,10 @@ def main() -> None:
         if not delta:
             first = np.array(r["same at the first look"])
             low, mid, high = np.percentile(first, [10, 50, 90])
+            second = np.array(r["same by the second look"])
             print(f"A/A, rows SAME at the first look: {mid:g} of 14 (10th-90th percentile {low:g}-{high:g}); 12 or "
-                  f"more {rate(int((first >= 12).sum()), len(first))}")  # fmt: skip
+                  f"more {rate(int((first >= 12).sum()), len(first))}; by the second look ({BLOCK + args.then} "
+                  f"rounds) {rate(int((second >= 12).sum()), len(second))}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -43,6 +43,7 @@ from pytest_vitperf.verdicts.ab import (
     families_in,
     judge,
     more_rounds,
+    open_share,
     order,
     other_states,
     pairs,
@@ -204,8 +205,8 @@ def _run(
     """The prepares (unless a resumed run has them; the first round's process starts meanwhile), then the rounds, a
     block at a time: after each block the rows are judged (a look), and those decided leave the later blocks
     (verdicts.ab.still_measured; plan.open_units). --rounds of them, else one block; then, while rows are open, a
-    block more as long as --budget-s pays for it (verdicts.ab.more_rounds). A resumed run judges its recorded blocks
-    as they were judged. Returns the looks taken, the rounds, and the rows judged."""
+    block more (or half a block) as long as --budget-s pays for it (verdicts.ab.more_rounds). A resumed run judges
+    its recorded blocks as they were judged. Returns the looks taken, the rounds, and the rows judged."""
     run_began = time.monotonic()
     _begin(work, args)
     prepared = args.resume and all(recorded(work, "prepare", s, args) for s in "AB")
@@ -256,7 +257,8 @@ def _run(
             progress.judged(rows)
             more = 0
             if any(r.open for r in rows) and len(rounds) >= planned:
-                more = more_rounds(rows, per_round_s=per_round, left_s=args.budget_s - (time.monotonic() - run_began))
+                left = args.budget_s - (time.monotonic() - run_began)  # the next rounds measure the open rows alone
+                more = more_rounds(rows, per_round_s=per_round * open_share(rows, rounds[-1][0]), left_s=left)
             planned += more
             if not any(r.open for r in rows) or len(rounds) >= planned:
                 progress.rounds_done(len(rounds), len(rounds), last=True)
