@@ -324,9 +324,9 @@ def _t(p: float, df: float) -> float:
 def more_rounds(rows: Sequence[Row], *, per_round_s: float, left_s: float) -> int:
     """How many rounds to run next: one block (a look) while a row is open, if `left_s` seconds pay for it at
     `per_round_s`; else half a block, two rounds (AB BA: each side still leads once, and a linear drift still cancels
-    in their four processes), if they fit; else none. Where 4 rounds more do not fit: of simulated A/As of the
-    latency suite, a look at 6 rounds had 12 or more of its 14 rows SAME in 75% and 52% (tools/ab_stopping.py's
-    spreads x0.8 and x0.9, 300 each), the first look at 4 in 45% and 25%."""
+    in their four processes), if they fit; else none. Of simulated A/As of the latency suite, a look at 6 rounds had
+    12 or more of its 14 rows SAME in 78% and 52% (tools/ab_stopping.py --then 2, spreads x0.8 and x0.9), the first
+    look at 4 in 47% and 24% (docs/statistics.md)."""
     if not any(r.open for r in rows):
         return 0
     if per_round_s <= 0 or left_s >= per_round_s * BLOCK:
