@@ -121,6 +121,11 @@ def tests_of(work: Path) -> dict[str, str]:
     return out
 
 
+def units_file(work: Path, look: int) -> Path:
+    """Where open_units writes the tests the rounds after `look` keep."""
+    return work / f"open-after-look{look}.txt"
+
+
 def open_units(work: Path, look: int, rows: set[str], tests: dict[str, str]) -> Path | None:
     """A --vitperf-units file that keeps the tests of `rows` (verdicts.ab.still_measured; `tests`: tests_of) for
     the rounds after `look`: the tests of decided rows, and tests that measure no row, leave them. None (every test
@@ -128,6 +133,6 @@ def open_units(work: Path, look: int, rows: set[str], tests: dict[str, str]) -> 
     kept = [tests[name] for name in sorted(rows) if name in tests]
     if not kept:
         return None
-    path = work / f"open-after-look{look}.txt"
+    path = units_file(work, look)
     path.write_text("".join(f"{test}\n" for test in kept))
     return path

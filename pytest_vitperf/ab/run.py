@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pytest_vitperf.ab.explain import chosen, explain
-from pytest_vitperf.ab.plan import host_prepare_workers, open_units, tests_of
+from pytest_vitperf.ab.plan import host_prepare_workers, open_units, tests_of, units_file
 from pytest_vitperf.ab.progress import Progress
 from pytest_vitperf.ab.turns import (
     Ahead,
@@ -149,6 +149,13 @@ def _tasks(first: int, sides: list[tuple[str, str]], earlier: Collection[int]) -
     return [(f"round{i}", s) for i, pair in enumerate(sides, start=first) if i not in earlier for s in pair]
 
 
+def _next_block(work: Path, first: int, look: int, args: argparse.Namespace) -> Ahead:
+    """The next block's processes, were it to come after `look`: its BLOCK rounds from `first` but those recorded
+    whole (--resume), given the file of units that look writes (plan.open_units)."""
+    earlier = {i for i in range(first, first + BLOCK) if _earlier(work, i, args) is not None}
+    return Ahead(_tasks(first, order(first + BLOCK)[first:], earlier), units_file(work, look))
+
+
 def _prepare(commands: dict[str, list[str]], work: Path, args: argparse.Namespace, env: dict[str, str]) -> None:
     """Both sides' prepare processes, at once: the rounds borrow only what every build reproduces, which contention
     cannot change, and a cold prepare takes about 100 s a side. With --reuse-compiles the rounds load every build of
@@ -243,11 +250,8 @@ def _run(
             before = len(rounds)
             block.clear()
             step = min(BLOCK, planned - before) if planned > before else BLOCK
-            after = before + step  # the next block, were it to come: BLOCK rounds, but those recorded whole
-            then = Ahead(_tasks(after, order(after + BLOCK)[after:],
-                                {i for i in range(after, after + BLOCK) if _earlier(work, i, args) is not None}),
-                         work / f"open-after-look{looks + 1}.txt")  # fmt: skip
-            rounds += _rounds(before, order(after)[before:], commands, work, args, env, prepare, units, ended,
+            then = _next_block(work, before + step, looks + 1, args)
+            rounds += _rounds(before, order(before + step)[before:], commands, work, args, env, prepare, units, ended,
                               ahead, then)  # fmt: skip
             ahead = then
             per_round = (time.monotonic() - block_began) / step  # resumed ones cost nothing: a low guess
