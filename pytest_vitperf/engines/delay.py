@@ -131,34 +131,44 @@ def inject(engine: Engine, rel: float) -> DelayedEngine:
         )
     own_ms = _median_ms(engine.clock, engine.launch, CALIBRATION_LAUNCHES)
     stream = getattr(engine.clock, "stream", None)
-    if stream is None:  # a CPU engine, timed by the host clock
-        from torch.profiler import record_function
+    delay_of: Callable[[float], Callable[[], None]] = _busy_wait  # a CPU engine, timed by the host clock
+    ms_per_unit, facts, on = 1.0, {}, None
+    if stream is not None:
+        import torch
 
-        def busy(wait_ms: float) -> Callable[[], None]:
-            def run() -> None:
-                with record_function(DELAY_LABEL):  # a CPU profile shows it by name, as a GPU's the spin kernel
-                    end = time.perf_counter() + wait_ms / 1e3
-                    while time.perf_counter() < end:
-                        pass
+        on = stream if isinstance(stream, torch.cuda.Stream) else torch.cuda.ExternalStream(int(stream))
+        delay_of = _spin(on)
+        probe_ms = _median_ms(engine.clock, delay_of(SPIN_PROBE_CYCLES), 5)
+        ms_per_unit, facts = probe_ms / SPIN_PROBE_CYCLES, {"spin_ms_per_million_cycles": probe_ms}
+    delay, found = _fitted(engine, rel * own_ms, delay_of, ms_per_unit)
+    size = found.pop("size")
+    sized = {"wait_ms": round(size, 6)} if on is None else {"cycles": max(1, round(size))}
+    return DelayedEngine(engine, rel, delay, {**sized, "engine_ms": own_ms, **facts, **found,
+                                              "seen": round(found["added_ms"] / own_ms, 6)}, on)  # fmt: skip
 
-            return run
 
-        delay, found = _fitted(engine, rel * own_ms, busy, 1.0)
-        facts = {"wait_ms": round(found.pop("size"), 6), "engine_ms": own_ms, **found}
-        return DelayedEngine(engine, rel, delay, {**facts, "seen": round(found["added_ms"] / own_ms, 6)})
+def _busy_wait(wait_ms: float) -> Callable[[], None]:
+    """A CPU delay: a busy wait of `wait_ms`, named in a profile as a GPU's spin kernel is."""
+    from torch.profiler import record_function
+
+    def run() -> None:
+        with record_function(DELAY_LABEL):
+            end = time.perf_counter() + wait_ms / 1e3
+            while time.perf_counter() < end:
+                pass
+
+    return run
+
+
+def _spin(stream: Any) -> Callable[[float], Callable[[], None]]:
+    """A GPU delay on `stream`: a spin of so many SM clock cycles."""
     import torch
-
-    torch_stream = stream if isinstance(stream, torch.cuda.Stream) else torch.cuda.ExternalStream(int(stream))
 
     def spin(cycles: float) -> Callable[[], None]:
         def run() -> None:
-            with torch.cuda.stream(torch_stream):
+            with torch.cuda.stream(stream):
                 torch.cuda._sleep(max(1, round(cycles)))
 
         return run
 
-    probe_ms = _median_ms(engine.clock, spin(SPIN_PROBE_CYCLES), 5)
-    delay, found = _fitted(engine, rel * own_ms, spin, probe_ms / SPIN_PROBE_CYCLES)
-    facts = {"cycles": max(1, round(found.pop("size"))), "engine_ms": own_ms, "spin_ms_per_million_cycles": probe_ms,
-             **found}  # fmt: skip
-    return DelayedEngine(engine, rel, delay, {**facts, "seen": round(found["added_ms"] / own_ms, 6)}, torch_stream)
+    return spin
