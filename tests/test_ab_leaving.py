@@ -221,6 +221,27 @@ def test_the_replay_of_the_live_h200_runs_under_the_4_s_warm_up() -> None:
     assert "FASTER" not in {**data["aa_verdicts"], **data["delay1_verdicts"]}.values()
 
 
+def test_the_replay_of_two_live_h200_a_as_whose_second_look_came_within_five_minutes() -> None:
+    """Real rounds (H200, 2026-12-02, cold, the next block's processes started before each look): two A/As of the
+    latency suite had 12 and 11 rows SAME at their first looks and 13 at their second (295 s and 277 s), none
+    SLOWER or FASTER; rounds 4-7 measured only the open rows' engines (3 and 4). +1% on FP8 had FP8's four rows
+    SLOWER at its first look and no other row. The replay gives each look's live verdicts."""
+    data = json.loads((DATA / "ab" / "h200-ab-pre-started-blocks-2026-12-02.json").read_text())
+    looks = [(run, 4, f"{run}_look1_verdicts") for run in ("aa1", "aa2")]
+    for run, count, verdicts in [*looks, ("aa1", 8, "aa1_verdicts"), ("aa2", 8, "aa2_verdicts"),
+                                 ("delay1", 4, "delay1_verdicts")]:  # fmt: skip
+        rows = sequential(recorded_rounds(data[run][:count]), threshold=0.005)
+        assert {f"{r.name} | {r.what}": r.verdict for r in rows} == data[verdicts], verdicts
+    assert [[len(a) for a, _ in data[run]] for run in ("aa1", "aa2")] == [[8] * 4 + [3] * 4, [8] * 4 + [4] * 4]
+    same = [list(data[k].values()).count("SAME") for k in ("aa1_look1_verdicts", "aa2_look1_verdicts",
+                                                            "aa1_verdicts", "aa2_verdicts")]  # fmt: skip
+    assert same == [12, 11, 13, 13]
+    slower = {k for k, v in data["delay1_verdicts"].items() if v == "SLOWER"}
+    assert slower == {f"vit_base_patch16_224 fp8 b{b} | {w}" for b in (1, 64) for w in (LATENCY, SPEEDUP)}
+    finals = [data["aa1_verdicts"], data["aa2_verdicts"], data["delay1_verdicts"]]
+    assert "FASTER" not in {v for verdicts in finals for v in verdicts.values()}
+
+
 def test_the_replay_of_three_live_h200_a_as_at_20_rounds_a_process() -> None:
     """Real rounds (H200, 2026-12-02, cold, the latency suite with --vitperf-rounds=20): three A/As decided 13, 9 and
     5 rows SAME at their first looks (4 min 16 s, 4 min 35 s, 4 min 21 s), where three at 10 rounds had decided 13, 8
