@@ -43,7 +43,6 @@ from pytest_vitperf.verdicts.ab import (
     families_in,
     judge,
     more_rounds,
-    open_share,
     order,
     other_states,
     pairs,
@@ -261,8 +260,11 @@ def _run(
             progress.judged(rows)
             more = 0
             if any(r.open for r in rows) and len(rounds) >= planned:
-                left = args.budget_s - (time.monotonic() - run_began)  # the next rounds measure the open rows alone
-                more = more_rounds(rows, per_round_s=per_round * open_share(rows, rounds[-1][0]), left_s=left)
+                # at the last block's seconds a round, though the open rows alone run next: after a look, rounds of
+                # 2-4 of the latency suite's 8 engines took 78-86% of a whole one on an H200, their processes'
+                # start-ups and warm-ups staying (docs/measurements/2026-12-02-h200-ab-second-look-within-5-min.md)
+                left = args.budget_s - (time.monotonic() - run_began)
+                more = more_rounds(rows, per_round_s=per_round, left_s=left)
             planned += more
             if not any(r.open for r in rows) or len(rounds) >= planned:
                 progress.rounds_done(len(rounds), len(rounds), last=True)

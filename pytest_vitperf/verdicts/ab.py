@@ -236,12 +236,6 @@ def still_measured(rows: Iterable[Row]) -> set[str]:
     return names | {f"{model} fp16 {batch}" for model, _, batch in (n.rsplit(" ", 2) for n in names)}
 
 
-def open_share(rows: Iterable[Row], measured: Collection[str]) -> float:
-    """The share of `measured` (the rows a round measured) that the next rounds still measure (still_measured): about
-    the share of a round's time they will take."""
-    return len(still_measured(rows) & set(measured)) / max(1, len(measured))
-
-
 def families_in(states: Mapping[tuple[int, str], list[str]]) -> set[str]:
     """The families that other_states found in two states."""
     return {f for found in states.values() for f in found}
