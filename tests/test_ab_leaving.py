@@ -9,6 +9,7 @@ import io
 import json
 import math
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -144,6 +145,10 @@ def test_progress_says_the_time_the_rounds_the_verdicts_and_the_time_left() -> N
     p.last_round_s = 30.0
     left = p.left_s(4, 4)
     assert left is not None and left >= 4 * 30  # the open row needs a block more at least
+    p.budget_s = time.monotonic() - p.began + 3.5 * 30  # a budget that pays 3 rounds: a half block runs, not 3
+    assert p.left_s(4, 4) == 2 * 30 and p.left_s(3, 4) == 3 * 30  # the block's last round, then a half block
+    p.budget_s -= 2 * 30  # 1.5 rounds: no more round beyond those planned
+    assert p.left_s(4, 4) == 0 and p.left_s(3, 4) == 30
     plain = Progress(threshold=0.005, confidence=0.95, out=io.StringIO())
     plain.judged(p.rows)
     plain.last_round_s = 30.0

@@ -70,9 +70,9 @@ class Progress:
         if self.budget_s and rows:  # more blocks while rows are open, as far as the budget pays
             look_at = planned if self.foreseen else None  # between looks: the one this block ends with comes first
             need = rounds_to_decide(rows, threshold=self.threshold, confidence=self.confidence, look_at=look_at)
-            need -= done
             paid = int((self.budget_s - (time.monotonic() - self.began)) // self.last_round_s)
-            left = max(left, min(need, paid))
+            more = min(need - done, paid) - left  # beyond those planned: blocks and half blocks, two rounds at a time
+            left += max(0, more - more % 2)
         return max(0, left) * self.last_round_s
 
     def line(self, done: int, planned: int, last: bool = False) -> str:
