@@ -71,7 +71,7 @@ class Progress:
             look_at = planned if self.foreseen else None  # between looks: the one this block ends with comes first
             need = rounds_to_decide(rows, threshold=self.threshold, confidence=self.confidence, look_at=look_at)
             paid = int((self.budget_s - (time.monotonic() - self.began)) // self.last_round_s)
-            more = min(need - done, paid) - left  # beyond those planned: blocks and half blocks, two rounds at a time
+            more = min(need - done, paid) - left  # beyond those planned: blocks or half blocks (more_rounds), so even
             left += max(0, more - more % 2)
         return max(0, left) * self.last_round_s
 

@@ -86,7 +86,7 @@ def _median_ms(clock: Clock, launch: Callable[[], None], n: int) -> float:
     return statistics.median(clock.time(launch, n))
 
 
-def _added_ms(engine: Engine, delay: Callable[[], None], n: int = CALIBRATION_LAUNCHES) -> tuple[float, float]:
+def _added_ms(engine: Engine, delay: Callable[[], None], n: int = FIT_PAIRS) -> tuple[float, float]:
     """What `delay` after a launch adds to it as the engine's timer sees it, and that estimate's standard error: the
     median of n differences between a launch with it and the launch before without, queued back to back as a turn
     queues them, so that a clock that moves meanwhile moves both."""
@@ -113,11 +113,11 @@ def _fitted(engine: Engine, want_ms: float, delay_of: Callable[[float], Callable
     gap is taken, not only those clear of their noise: taking only those (20 pairs) left two of four processes
     unshortened, and batch 1 read 1.3% (docs/measurements/2026-12-02-h200-ab-second-look-within-5-min.md)."""
     size = want_ms / ms_per_unit
-    added, se = _added_ms(engine, delay_of(size), FIT_PAIRS)
+    added, se = _added_ms(engine, delay_of(size))
     gap = added - want_ms
     size = (want_ms - min(max(gap, 0.0), want_ms / 2)) / ms_per_unit
     delay = delay_of(size)
-    seen, _ = _added_ms(engine, delay, FIT_PAIRS)
+    seen, _ = _added_ms(engine, delay)
     return delay, {"gap_ms": round(gap, 6), "gap_se_ms": round(se, 6), "added_ms": round(seen, 6), "size": size}
 
 
