@@ -247,6 +247,23 @@ def test_the_replay_of_two_live_h200_a_as_whose_second_look_came_within_five_min
     assert "FASTER" not in {v for verdicts in finals for v in verdicts.values()}
 
 
+def test_the_replay_of_a_live_h200_plus_one_percent_fitted_over_60_pairs() -> None:
+    """Real rounds (H200, 2026-12-03, cold): +1% on FP8 with the delay fitted over 60 pairs, which the timer saw as
+    0.77-1.18% at batch 1 and 0.94-1.07% at batch 64. FP8's batch-1 rows were SLOWER at the first look and its
+    batch-64 speedup at the second; its batch-64 latency stayed UNKNOWN, and no other row was SLOWER or FASTER.
+    Only FP8 b1's engine left after the first look. The replay gives both looks' live verdicts."""
+    data = json.loads((DATA / "ab" / "h200-ab-fitted-delay-2026-12-03.json").read_text())
+    for count, verdicts in [(4, "delay1_look1_verdicts"), (8, "delay1_verdicts")]:
+        rows = sequential(recorded_rounds(data["delay1"][:count]), threshold=0.005)
+        assert {f"{r.name} | {r.what}": r.verdict for r in rows} == data[verdicts], verdicts
+    assert [len(a) for a, _ in data["delay1"]] == [8] * 4 + [7] * 4
+    fp8 = "vit_base_patch16_224 fp8"
+    moved = {k: v for k, v in data["delay1_verdicts"].items() if v in ("SLOWER", "FASTER")}
+    assert moved == {f"{fp8} b1 | {LATENCY}": "SLOWER", f"{fp8} b1 | {SPEEDUP}": "SLOWER",
+                     f"{fp8} b64 | {SPEEDUP}": "SLOWER"}  # fmt: skip
+    assert data["delay1_verdicts"][f"{fp8} b64 | {LATENCY}"] == "UNKNOWN"
+
+
 def test_the_replay_of_three_live_h200_a_as_at_20_rounds_a_process() -> None:
     """Real rounds (H200, 2026-12-02, cold, the latency suite with --vitperf-rounds=20): three A/As decided 13, 9 and
     5 rows SAME at their first looks (4 min 16 s, 4 min 35 s, 4 min 21 s), where three at 10 rounds had decided 13, 8
