@@ -85,6 +85,7 @@ def test_a_process_that_waits_for_its_turn_reads_its_units_file_when_the_turn_co
                                   "line*"])  # fmt: skip
 
 
+@pytest.mark.slow(87)  # 16 processes; the split and the units files are tested apart above and below
 def test_vitperf_ab_splits_the_units_over_gpus_and_judges_them_together(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

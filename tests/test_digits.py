@@ -44,6 +44,20 @@ def test_the_shipped_model_reaches_97_percent() -> None:
     assert digits.top1(digits.trained_model(), split.x_test, split.y_test) >= 0.97
 
 
+def test_the_shipped_checkpoint_was_trained_by_this_recipe() -> None:
+    """What the slow retraining below checks, at the cost of a hash: the split, training and builder code and the
+    constants are those the shipped file was trained by."""
+    from safetensors import safe_open
+
+    with safe_open(str(digits.CHECKPOINT), "pt") as f:
+        recorded = f.metadata().get("recipe")
+    assert recorded == digits.recipe_fingerprint(), (
+        "the digits recipe changed since its checkpoint was trained; train it again: "
+        "python -m pytest_vitperf.engines.models.digits"
+    )
+
+
+@pytest.mark.slow(66)
 def test_training_again_agrees_with_the_shipped_checkpoint(tmp_path: Path) -> None:
     """The bits move with torch's version and thread count (2 and 16 cores once gave 97.78% and 98.33%), so
     retraining is held to the task, not to the bits: top-1 within 1.5 points, and the same answer on 97% of the

@@ -205,17 +205,20 @@ def vit_base_engines(cache: Path) -> dict[str, tuple[int, float]]:
     return out
 
 
+@pytest.mark.slow(104)  # the three exports and builds, shared by the vit_base tests
 def test_vit_base_fp8_engine_is_at_most_0_60_of_fp16(vit_base_engines: dict[str, tuple[int, float]]) -> None:
     """FP8 engines carry about 10 MB of fixed overhead, so the ratio means something only at this size."""
     fp16, fp8 = vit_base_engines["fp16"][0], vit_base_engines["fp8"][0]
     assert fp8 / fp16 <= 0.60, f"FP8 {fp8 / 1e6:.1f} MB vs FP16 {fp16 / 1e6:.1f} MB"
 
 
+@pytest.mark.slow(104)
 def test_vit_base_nvfp4_engine_is_at_most_0_40_of_fp16(vit_base_engines: dict[str, tuple[int, float]]) -> None:
     fp16, nvfp4 = vit_base_engines["fp16"][0], vit_base_engines["nvfp4"][0]
     assert nvfp4 / fp16 <= 0.40, f"NVFP4 {nvfp4 / 1e6:.1f} MB vs FP16 {fp16 / 1e6:.1f} MB"
 
 
+@pytest.mark.slow(104)
 @pytest.mark.parametrize("recipe", ["fp8", "nvfp4"])
 def test_vit_base_exports_cover_95_percent_of_gemm_flops(
     vit_base_engines: dict[str, tuple[int, float]], recipe: str

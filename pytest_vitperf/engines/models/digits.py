@@ -120,6 +120,18 @@ def trained_model(path: Path = CHECKPOINT) -> torch.nn.Module:
     return model
 
 
+def recipe_fingerprint() -> str:
+    """A hash of what decides the trained bits, besides torch: the split's and training's code, the ViT's builder
+    and the constants. The shipped checkpoint records it, so that a changed recipe without a retrained checkpoint
+    fails a fast test (the retraining itself is a slow one)."""
+    import hashlib
+    import inspect
+
+    constants = (SPLIT_SEED, TEST_FRACTION, EPOCHS, BATCH, LR, WEIGHT_DECAY, TRAIN_SEED, sorted(DIGITS_CONFIG.items()))
+    code = "".join(inspect.getsource(f) for f in (load_split, train, build_vit))
+    return hashlib.sha256(f"{constants!r}\n{code}".encode()).hexdigest()[:16]
+
+
 def _save(model: torch.nn.Module, path: Path, metadata: dict[str, Any]) -> None:
     from safetensors.torch import save
 
@@ -143,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     model = train(split)
     top = top1(model, split.x_test, split.y_test)
     _save(model, args.out, {"test_top1": f"{top:.4f}", "epochs": str(EPOCHS), "torch": torch.__version__,
-                            "threads": str(torch.get_num_threads()), "machine": platform.machine()})  # fmt: skip
+                            "threads": str(torch.get_num_threads()), "machine": platform.machine(),
+                            "recipe": recipe_fingerprint()})  # fmt: skip
     print(f"{args.out}: top-1 {top:.2%} on the {len(split.y_test)} held-out digits")
     return 0
 
