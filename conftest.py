@@ -13,7 +13,7 @@ settings.load_profile("ci")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--run-slow", action="store_true", help="also run the tests marked slow (about 4 minutes more on 2 cores)")
+    parser.addoption("--run-slow", action="store_true", help="also run the tests marked slow (4 minutes on 2 cores)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
