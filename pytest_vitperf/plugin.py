@@ -230,9 +230,16 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtestloop(session: pytest.Session) -> Generator[None, object, object]:
-    """With --vitperf-turn-done, touch its file once the last test has run (its fixtures torn down): vitperf ab
+    """With --vitperf-relay, load every family's engines first, then wait for the GPU (fixtures.family.preload).
+    With --vitperf-turn-done, touch its file once the last test has run (its fixtures torn down): vitperf ab
     gives the GPU to the next process while this one writes its results and exits."""
     try:
+        vs = get_session(session.config)
+        if vs.relay is not None and vs.settings.enabled and session.items and not session.config.option.collectonly:
+            from pytest_vitperf.fixtures.family import preload
+
+            preload(vs)
+            vs.take_gpu("")
         return (yield)
     finally:
         vs = get_session(session.config)

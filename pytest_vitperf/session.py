@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_vitperf.core.precision import PRECISIONS, unsupported_reason
+from pytest_vitperf.core.relay import Relay
 from pytest_vitperf.engines.models.reference import same_weights
 from pytest_vitperf.engines.tensorrt.plan import PlanRecord
 from pytest_vitperf.hookspec import model_hooks, registered_models
@@ -85,6 +86,7 @@ class VitperfSession:
         self.signal: int | None = None  # the SIGINT or SIGTERM that ended the run (plugin, outputs.finish)
         self.threads = 0  # this process's thread budget (workers.share_host)
         self.placement = Placement()  # on the controller, or in one process: what each test and worker took
+        self.relay = Relay(settings.relay) if settings.relay is not None else None  # vitperf ab's (core/relay.py)
 
     # -- where we run ---------------------------------------------------------------------------
     @cached_property
@@ -358,6 +360,10 @@ class VitperfSession:
     def record_verdict(self, v: Verdict) -> None:
         self.verdicts[v.candidate.spec.key] = v
         self.rows = None
+
+    def take_gpu(self, family: str) -> str:
+        """With vitperf ab's relay, give the GPU up and wait for it back to run `family`: what it ran until then."""
+        return "" if self.relay is None else self.relay.take(family)
 
     def hand_on(self, done: Path) -> None:
         """Its turn on the device is over: touch `done` (vitperf ab starts the next one's turn), and keep how long the

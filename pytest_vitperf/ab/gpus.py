@@ -59,7 +59,7 @@ def _command(gpu: str, units: Path, work: Path, args: argparse.Namespace, shares
             "--confidence", repr(1 - (1 - args.confidence) / shares), "--gpu", gpu,
             "--work-dir", str(work / f"gpu{gpu}"), "--json", str(work / f"gpu{gpu}.json")]  # fmt: skip
     opts += ["--prepare-workers", str(workers)] + ["--reuse-compiles"] * bool(args.reuse_compiles)
-    opts += ["--resume"] if args.resume else []
+    opts += ["--resume"] * bool(args.resume) + ["--relay"] * bool(getattr(args, "relay", False))
     return [sys.executable, "-m", "pytest_vitperf.cli", "ab", *opts, "--", *args.pytest_args,
             f"--vitperf-units={units}"]  # fmt: skip
 

@@ -132,7 +132,8 @@ def _rounds(
             label = tasks[k][0]
             ended(int(label.removeprefix("round")), (ran[(label, "A")], ran[(label, "B")]))
 
-    in_turn(tasks, commands, work, args, env, overlap, units=units, ended=task_ended, ready=ready, then=then)
+    in_turn(tasks, commands, work, args, env, overlap, units=units, ended=task_ended, ready=ready, then=then,
+            relay=getattr(args, "relay", False))  # fmt: skip
     return [earlier.get(i) or (ran[(f"round{i}", "A")], ran[(f"round{i}", "B")])
             for i in range(first, first + len(sides))]  # fmt: skip
 

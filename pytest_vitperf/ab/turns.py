@@ -5,6 +5,7 @@ only; it hands the GPU on once its last test has run (--vitperf-turn-done)."""
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import shlex
 import shutil
@@ -18,14 +19,16 @@ from typing import IO, TYPE_CHECKING
 from pytest_vitperf.ab.explain import LABEL
 from pytest_vitperf.ab.plan import PREPARE_PLAN, own_builds, prepare_args, shared_parts, suite_args
 from pytest_vitperf.core import processes
+from pytest_vitperf.core.relay import GO, alternate
 from pytest_vitperf.core.signing import CHECKED_ENV
-from pytest_vitperf.options import TURN_DONE, UNITS, WAIT_FOR
+from pytest_vitperf.options import RELAY, TURN_DONE, UNITS, WAIT_FOR
 
 if TYPE_CHECKING:
     from pytest_vitperf.verdicts.ab import Process
 
 ENDED = ".ended"  # beside a process's JSON: when it ended (report.round_time)
 DONE = ".done"  # beside it: touched by the process once its last test has run (--vitperf-turn-done)
+RELAYED = ".relay"  # beside it: its relay file (--vitperf-relay), where a round's two processes share the GPU
 
 
 class SideFailed(Exception):
@@ -44,13 +47,14 @@ class Running:
 
 def start(
     cmd: list[str], side: str, label: str, work: Path, args: argparse.Namespace, env: dict[str, str],
-    turn: Path | None = None, units: Path | None = None,
+    turn: Path | None = None, units: Path | None = None, relay: bool = False,
 ) -> Running:  # fmt: skip
     """A fresh process of `side`, its output kept in the work folder; with `turn`, it runs no test before that file
     exists (--vitperf-wait-for); with `units`, it runs only the tests that file names (--vitperf-units: the rows
     still open). The prepare process (and with --reuse-compiles every process) uses the side's cache, compiles in
     --prepare-workers at once (plan.prepare_args), and measures only PREPARE_PLAN; otherwise a round's process builds
-    in a cache of its own that borrows the side's reproducible parts."""
+    in a cache of its own that borrows the side's reproducible parts. With `relay`, it shares the GPU with the other
+    process of its round (core/relay.py)."""
     prepare = label == "prepare"
     own = not prepare and label != LABEL and not args.reuse_compiles  # a profile process is never a timed round
     cache = work / f"cache-{side}"
@@ -58,11 +62,15 @@ def start(
         cache = own_builds(cache, work / f"cache-{side}-{label}", shared_parts(args.pytest_args))
     waits = [f"{WAIT_FOR}={turn}"] if turn is not None else []
     out = work / f"{label}-{side}.json"
+    relays = [out.with_suffix(RELAYED), out.with_suffix(RELAYED + GO)]
+    for f in relays:
+        f.unlink(missing_ok=True)  # an earlier run's, cut off: a stale answer would let it measure out of turn
     full = [*cmd, "-m", "pytest", "--gpu-bench", "-p", "no:cacheprovider", "-q", f"--benchmark-json={out}",
             f"--vitperf-cache-dir={cache}", f"{TURN_DONE}={out.with_suffix(DONE)}", *waits,
             *(prepare_args(args.prepare_workers) if prepare else ()), *suite_args(args.pytest_args),
             *(PREPARE_PLAN if prepare else ()),
-            *([f"{UNITS}={units}"] if units is not None else [])]  # fmt: skip
+            *([f"{UNITS}={units}"] if units is not None else []),
+            *([f"{RELAY}={relays[0]}"] if relay else [])]  # fmt: skip
     log = (work / f"{label}-{side}.log").open("wb")
     if not prepare:  # what it borrows of its side's folder, the side's prepare checked (core/signing.py)
         env = {**env, CHECKED_ENV: str(cache)}
@@ -108,6 +116,8 @@ def end(r: Running, kill: bool = False) -> int:
             r.out.unlink(missing_ok=True)
         elif r.out.exists():  # when it ended, beside when it wrote its results: the time line's last part
             r.out.with_suffix(ENDED).touch()
+        for f in (r.out.with_suffix(RELAYED), r.out.with_suffix(RELAYED + GO)):
+            f.unlink(missing_ok=True)  # its relay's hand-overs, done
         if r.cache is not None:
             shutil.rmtree(r.cache, ignore_errors=True)
 
@@ -148,7 +158,7 @@ def in_turn(
     tasks: list[tuple[str, str]], commands: dict[str, list[str]], work: Path, args: argparse.Namespace,
     env: dict[str, str], overlap: bool | Callable[[], bool] = True, guess: bool | None = None,
     units: Path | None = None, ended: Callable[[int, Process], None] | None = None,
-    ready: Ahead | None = None, then: Ahead | None = None,
+    ready: Ahead | None = None, then: Ahead | None = None, relay: bool = False,
 ) -> list[Process]:  # fmt: skip
     """The processes of `tasks` ((label, side), in order), one at a time on the GPU. With `overlap`, each one starts
     AHEAD turns early (ahead_for: more after a short turn) and waits for a turn file written once the one before it is
@@ -160,24 +170,39 @@ def in_turn(
     says they will overlap; they are ended unused if not. `units` narrows every process's tests (start); `ended(k,
     process)` is told once task k has been read (it then says so; else each process's count is printed). `ready`:
     the first tasks' processes, started by the block before (the others it holds end unused); `then`: the next
-    block's, started ahead after the last of `tasks` as if they followed, and left waiting for their turns in it."""
+    block's, started ahead after the last of `tasks` as if they followed, and left waiting for their turns in it.
+    With `relay`, the two processes of a round (consecutive tasks of one label) have their turn together and share
+    the GPU a family at a time (core/relay.py)."""
     then = then or Ahead([], work)
     queue, given = [*tasks, *then.tasks], [units] * len(tasks) + [then.units] * len(then.tasks)
     turns = [work / f"{label}-{side}.turn" for label, side in queue]
+    groups = _groups(queue, relay)
     waiting, turn_began = AHEAD, time.monotonic()
     started: list[Running] = ready.take(tasks) if ready is not None else []
-    for t in [*turns[len(started) :], *(work / f"{label}-{side}{DONE}" for label, side in queue[len(started) :])]:
-        t.unlink(missing_ok=True)  # an earlier run's, cut off
+    _clear(work, queue[len(started) :])
     done: list[Process] = []
+    tell = ended or (lambda k, process: None)
 
     def begin(j: int, waits: bool = True) -> Running:  # queue[j]'s process, waiting for its turn file if `waits`
         label, side = queue[j]
-        return start(commands[side], side, label, work, args, env, turns[j] if waits else None, given[j])
+        return start(commands[side], side, label, work, args, env, turns[j] if waits else None, given[j],
+                     len(groups[j]) > 1)  # fmt: skip
 
-    def hand_on(turn: Path) -> None:  # the next turn begins; how many wait depends on how long this one took
+    def hand_on(group: list[int]) -> None:  # the next turn begins; how many wait depends on how long this one took
         nonlocal waiting, turn_began
-        turn.touch()
+        for j in group:
+            turns[j].touch()
         waiting, turn_began = ahead_for(time.monotonic() - turn_began), time.monotonic()
+
+    def finish(group: list[int], nxt: list[int]) -> None:  # the group's turn to its end; then the next group's
+        early = _done_with_gpu([started[j] for j in group])
+        if early:
+            hand_on(nxt)  # while they write their results and exit
+        for j in group:
+            done.append(read(work, queue[j][1], queue[j][0], end(started[j]), args, say=ended is None))
+            tell(j, done[-1])
+        if not early:
+            hand_on(nxt)  # one ended without saying it was done: only once it has results
 
     try:
         ahead = overlap
@@ -190,24 +215,14 @@ def in_turn(
                 _unused(started[1:])
                 del started[1:]
             if tasks:
-                turns[0].touch()
-                turn_began = time.monotonic()
-        for k, (label, side) in enumerate(tasks):
+                hand_on(groups[0])
+        for group in [g for k, g in enumerate(groups[: len(tasks)]) if g[0] == k]:
             with processes.held():
-                if len(started) == k:  # not started ahead
-                    started.append(begin(k, waits=False))
-                while ahead and len(started) < min(len(queue), k + 1 + waiting):
+                while len(started) <= group[-1]:  # not started ahead
+                    started.append(begin(len(started), waits=False))
+                while ahead and len(started) < min(len(queue), group[-1] + 1 + waiting):
                     started.append(begin(len(started)))
-            nxt = turns[k + 1] if ahead and k + 1 < len(tasks) else None
-            early = nxt is not None and _done_with_gpu(started[k])
-            if nxt is not None and early:
-                hand_on(nxt)  # while it writes its results and exits
-            rc = end(started[k])
-            done.append(read(work, side, label, rc, args, say=ended is None))
-            if ended is not None:
-                ended(k, done[-1])
-            if nxt is not None and not early:
-                hand_on(nxt)  # it ended without saying it was done: only once it has results
+            finish(group, groups[group[-1] + 1] if ahead and group[-1] + 1 < len(tasks) else [])
     except BaseException:
         _unused(started[len(done) :])  # a side failed, or we were interrupted: no process is left waiting for its turn
         raise
@@ -215,17 +230,42 @@ def in_turn(
     return done
 
 
+def _clear(work: Path, tasks: list[tuple[str, str]]) -> None:
+    """The turn and done files of tasks not started yet: an earlier run's, cut off."""
+    for label, side in tasks:
+        for suffix in (".turn", DONE):
+            (work / f"{label}-{side}{suffix}").unlink(missing_ok=True)
+
+
+def _groups(queue: list[tuple[str, str]], relay: bool) -> list[list[int]]:
+    """Each task's group, by index: the tasks that have their turn together (a round's two, with `relay`)."""
+    out: list[list[int]] = []
+    for j, (label, _) in enumerate(queue):
+        paired = relay and j and queue[j - 1][0] == label and len(out[j - 1]) == 1
+        out.append(out[j - 1] + [j] if paired else [j])
+        if paired:
+            out[j - 1] = out[j]
+    return out
+
+
+def _ended_or_done(r: Running) -> bool:
+    return r.popen.poll() is not None or r.out.with_suffix(DONE).exists()
+
+
 def _unused(started: list[Running]) -> None:
     for r in started:
         end(r, kill=True)
 
 
-def _done_with_gpu(r: Running, poll_s: float = 0.05) -> bool:
-    """Whether the process touched its --vitperf-turn-done file, waited for until it did or ended."""
-    done = r.out.with_suffix(DONE)
-    while r.popen.poll() is None and not done.exists():
-        time.sleep(poll_s)
-    return done.exists()
+def _done_with_gpu(group: list[Running], poll_s: float = 0.05) -> bool:
+    """Whether every process of a group touched its --vitperf-turn-done file, waited for until each did or ended; a
+    relayed pair (two) is given the GPU in turn meanwhile."""
+    if len(group) > 1:
+        alternate([r.out.with_suffix(RELAYED) for r in group], [functools.partial(_ended_or_done, r) for r in group])
+    for r in group:
+        while r.popen.poll() is None and not r.out.with_suffix(DONE).exists():
+            time.sleep(poll_s)
+    return all(r.out.with_suffix(DONE).exists() for r in group)
 
 
 def read(work: Path, side: str, label: str, rc: int, args: argparse.Namespace, say: bool = True) -> Process:
@@ -254,7 +294,8 @@ def again(args: argparse.Namespace, resume: bool = False) -> str:
     opts += [f"--budget-s {args.budget_s:g}"] if getattr(args, "budget_s", 0) else []
     opts += [f"--{k} {shlex.quote(getattr(args, k))}" for k in ("gpu", "gpus") if getattr(args, k, None)]
     opts += [f"--work-dir {shlex.quote(str(args.work_dir))}"] if args.work_dir else []
-    opts += ["--reuse-compiles"] * bool(args.reuse_compiles) + ["--resume"] * bool(args.resume or resume)
+    opts += ["--reuse-compiles"] * bool(args.reuse_compiles) + ["--relay"] * bool(getattr(args, "relay", False))
+    opts += ["--resume"] * bool(args.resume or resume)
     return " ".join(["vitperf ab", *opts, "--", *map(shlex.quote, args.pytest_args)])
 
 

@@ -41,6 +41,9 @@ def add(sub: Any) -> None:
                     help="rounds load every build of their side's prepare process, TensorRT plans and kernels "
                     "compiled with timed choices included: faster, but that one build's draw then sits in every "
                     "round of its side (an A/A read 2%% SLOWER so); by default a round's process builds those afresh")
+    ab.add_argument("--relay", action="store_true",
+                    help="a round's two processes load at once, then take the GPU a family at a time in turn: one "
+                    "load a round instead of two, and each family's A and B timed seconds apart")  # fmt: skip
     ab.add_argument("--prepare-workers", type=number(int, 1, "whole number"), metavar="N",
                     help="xdist workers in which each side's prepare compiles its families at once (default: from "
                     "the host, 2 threads and 8 GiB free each, the sides' prepares running at once)")  # fmt: skip

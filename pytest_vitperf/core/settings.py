@@ -64,5 +64,6 @@ class Settings:
     threads: int | None = None  # None: the process's share of the host (workers.share_host)
     wait_for: Path | None = None  # vitperf ab's turn file: no test runs until it exists
     turn_done: Path | None = None  # touched once the last test has run: the next process's turn may begin
+    relay: Path | None = None  # vitperf ab's relay file: the GPU a family at a time with the round's other process
     weights: tuple[tuple[str, str | Path], ...] = ()  # (model, file or "pretrained")
     rootdir: Path = field(default_factory=Path.cwd)

@@ -79,6 +79,7 @@ STORE_BASELINES = "--vitperf-store-baselines"
 GEMM_HOT = "--vitperf-gemm-hot"
 WAIT_FOR = "--vitperf-wait-for"
 TURN_DONE = "--vitperf-turn-done"
+RELAY = "--vitperf-relay"
 THREADS = "--vitperf-threads"
 UNITS = "--vitperf-units"
 SHARD = "--vitperf-shard"
@@ -113,18 +114,10 @@ OPTIONS: tuple[_Option, ...] = (
         "tensorrt-rtx, trtexec, trtexec-rtx (TensorRT's own tool times the engines), or one a conftest.py adds "
         "(hook pytest_vitperf_make_backend). Default: auto.",
     ),
-    _Option(
-        PRECISIONS_OPT,
-        parse_precisions,
-        "LIST",
-        f"comma-separated precisions to benchmark, from: {', '.join(PRECISIONS)}. Default: all.",
-    ),
-    _Option(
-        BATCH_SIZES,
-        parse_batch_sizes,
-        "LIST",
-        "comma-separated batch sizes. Default: 1,64 on a GPU, 1,8 on a CPU.",
-    ),
+    _Option(PRECISIONS_OPT, parse_precisions, "LIST",
+            f"comma-separated precisions to benchmark, from: {', '.join(PRECISIONS)}. Default: all."),
+    _Option(BATCH_SIZES, parse_batch_sizes, "LIST",
+            "comma-separated batch sizes. Default: 1,64 on a GPU, 1,8 on a CPU."),
     _Option(
         MODELS,
         parse_models,
@@ -310,6 +303,9 @@ OPTIONS: tuple[_Option, ...] = (
             "touch FILE once the last test has run, before the reports and the exit: vitperf ab gives the GPU to "
             "the next process then, while this one writes its results; it then ends as soon as pytest returns, "
             "without the exit handlers of what it imported. Default: none."),
+    _Option(RELAY, parse_path, "FILE",
+            "share the GPU with vitperf ab's other process of a round: load every family's engines, then take the "
+            "GPU a family at a time when FILE's answer says (core/relay.py). Default: none."),
     _Option(
         INJECT_DELAY,
         parse_delays,

@@ -20,6 +20,7 @@ from pytest_vitperf.options import (
     FLOORS,
     HISTORY,
     RECORD_RUN,
+    RELAY,
     REPORT,
     STORE,
     STORE_BASELINES,
@@ -49,6 +50,7 @@ def check_paths(s: Settings) -> None:
         *((EXPORT, f"{fmt}={path}", writable_folder_problem(Path(path).parent)) for fmt, path in s.export),
         (WAIT_FOR, s.wait_for, s.wait_for and _folder_of_problem(s.wait_for)),
         (TURN_DONE, s.turn_done, s.turn_done and _folder_of_problem(s.turn_done)),
+        (RELAY, s.relay, s.relay and _folder_of_problem(s.relay)),
         (UNITS, s.units, s.units and units_problem(s.units, waits=s.wait_for is not None)),
     ]
     for flag, value, problem in problems:

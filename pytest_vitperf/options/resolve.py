@@ -44,7 +44,7 @@ def run_defaults(gpu: bool) -> tuple[tuple[str, ...], tuple[int, ...]]:
 
 PATH_SETTINGS = (
     "cache_dir", "floors", "baseline_dir", "history", "export", "report", "weights", "accuracy_data", "wait_for",
-    "turn_done", "units",
+    "turn_done", "units", "relay",
 )
 
 
