@@ -105,3 +105,32 @@ def test_a_rounds_two_processes_load_at_once_then_take_turns_a_family_at_a_time(
     assert all(warmed[("A", batch)] >= 1500 for batch in (1, 2)), warmed
     assert all(AFTER_ITSELF_MS <= warmed[("B", batch)] < 1500 for batch in (1, 2)), warmed
     assert not list(work.glob("*.relay*"))  # nothing left to mislead a later run
+
+
+def test_the_replay_of_the_relays_first_h200_runs() -> None:
+    """Real rounds of `vitperf ab --relay` (H200, 2026-12-03, cold): the latency suite's A/A, 6 rounds, had 5 of 14
+    rows SAME and 9 UNKNOWN, none SLOWER or FASTER; the nightly set's A/A at ±0.75%, one block of 4 rounds, 60 of 98
+    SAME and 38 UNKNOWN. The replay gives the live verdicts. In the latency A/A the first process of each round was
+    the slower at batch 64, by 0.44-0.50% in three of its four latencies (BF16's 0.1%): an order effect that the
+    rounds' ABBA order cancels in the estimate but not in the spread
+    (docs/measurements/2026-12-03-h200-relay-latency-and-nightly.md)."""
+    import math
+    import statistics
+
+    from pytest_vitperf.verdicts.ab import LATENCY, order, pairs, sequential
+    from tests.conftest import recorded_rounds
+
+    data = json.loads((Path(__file__).parent / "data" / "ab" / "h200-ab-relay-2026-12-03.json").read_text())
+    for run, threshold in (("latency", 0.005), ("nightly", 0.0075)):
+        rows = sequential(recorded_rounds(data[run]), threshold=threshold)
+        assert {f"{r.name} | {r.what}": r.verdict for r in rows} == data[f"{run}_verdicts"], run
+    assert sorted(data["nightly_verdicts"].values()).count("SAME") == 60
+    rounds = recorded_rounds(data["latency"])
+    first_slower = []
+    for (name, what), p in pairs(rounds).items():
+        if name.endswith("b64") and what == LATENCY:
+            logs = [math.log(b.median_ms / a.median_ms) for a, b in p]
+            by = {s: statistics.mean(x for x, o in zip(logs, order(len(p)), strict=True) if o[0] == s) for s in "AB"}
+            first_slower.append((by["B"] - by["A"]) / 2)  # B first: log(B/A) up by the order; A first: down by it
+    assert len(first_slower) == 4 and all(d > 0 for d in first_slower), first_slower
+    assert sum(0.004 < d < 0.006 for d in first_slower) == 3, first_slower  # BF16's: 0.1%
