@@ -72,7 +72,8 @@ RUN_FILE = "ab-run.json"  # what a work folder was run with, so that --resume co
 
 
 def _what(args: argparse.Namespace) -> dict[str, object]:
-    return {"a": args.a, "b": args.b, "pytest_args": args.pytest_args, "reuse_compiles": args.reuse_compiles}
+    relay = {"relay": True} if getattr(args, "relay", False) else {}  # a run before --relay is resumed as it was
+    return {"a": args.a, "b": args.b, "pytest_args": args.pytest_args, "reuse_compiles": args.reuse_compiles, **relay}
 
 
 def _write_run(work: Path, args: argparse.Namespace, looks: int) -> None:
