@@ -79,7 +79,8 @@ def pytest_configure(config: pytest.Config) -> None:
             session.cache_notes = check_cache(session.settings.cache_dir)
     workers = getattr(config.option, "numprocesses", None)  # xdist's -n, made a number before pytest_configure
     if workers:
-        why = too_many_workers(workers, len(session.gpus), session.settings.share_devices)
+        why = too_many_workers(workers, len(session.gpus), session.settings.share_devices,
+                               session.settings.relay is not None)  # fmt: skip
         if why is not None:
             raise pytest.UsageError(why)
     else:  # the process that runs the tests: a controller's workers take theirs

@@ -20,7 +20,7 @@ from typing import Any
 
 from pytest_vitperf.core.precision import PRECISIONS
 from pytest_vitperf.engines.models.zoo import NAME, canonical_model_name
-from pytest_vitperf.options import SHARE_DEVICES, THREADS, WAIT_FOR
+from pytest_vitperf.options import RELAY, SHARE_DEVICES, THREADS, WAIT_FOR
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 INDUCTOR_THREADS = "TORCHINDUCTOR_COMPILE_THREADS"
@@ -221,9 +221,12 @@ def nothing_collected(workerinput: dict[str, Any], args: list[str], enabled: boo
             f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')}; collection errors {errors})")  # fmt: skip
 
 
-def too_many_workers(workers: int, gpus: int, share: bool) -> str | None:
+def too_many_workers(workers: int, gpus: int, share: bool, relay: bool = False) -> str | None:
     """Why `workers` xdist workers on `gpus` GPUs (0: the CPU) would mislead, or None. Workers that share a device
-    time each other's work."""
+    time each other's work; under vitperf ab's relay (`relay`) they would time outside its turns."""
+    if relay:
+        return (f"{RELAY} hands this process the GPU a family at a time, and {workers} xdist workers would time "
+                "outside those turns: run it in one process, -n 0")  # fmt: skip
     if workers <= max(gpus, 1) or share:
         return None
     where, fix = (

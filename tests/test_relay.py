@@ -134,3 +134,16 @@ def test_the_replay_of_the_relays_first_h200_runs() -> None:
             first_slower.append((by["B"] - by["A"]) / 2)  # B first: log(B/A) up by the order; A first: down by it
     assert len(first_slower) == 4 and all(d > 0 for d in first_slower), first_slower
     assert sum(0.004 < d < 0.006 for d in first_slower) == 3, first_slower  # BF16's: 0.1%
+
+
+def test_a_relay_is_refused_with_xdist_workers_or_where_its_folder_is_not(suite: pytest.Pytester) -> None:
+    """Workers would time outside the relay's turns; a relay file must be one the process can write beside."""
+    relay = suite.path / "round0-A.relay"
+    result = suite.runpytest(*FAST, f"--vitperf-relay={relay}", "-n", "2")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--vitperf-relay hands this process the GPU a family at a time, and 2 xdist "
+                                 "workers would time outside those turns: run it in one process, -n 0"])  # fmt: skip
+    result = suite.runpytest(*FAST, f"--vitperf-relay={suite.path / 'none' / 'r.relay'}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--vitperf-relay *r.relay: *"])
+    assert not relay.exists()
