@@ -299,6 +299,13 @@ def test_the_spread_tool_finds_batch_64s_level_in_the_clock_and_reads_a_work_fol
     work_pairs, inside = tool.read_work(tmp_path, 4)
     (w1, w64) = tool.spread(work_pairs, inside)
     assert len(work_pairs) == 2 and w64.round_to_round == 0 and w64.within > w1.within > 0
+    # the order a round's processes ran in: the relayed latency A/A's first process was slower at batch 64, the
+    # sequential one's not much; the same process on both sides, in AB and BA, not at all
+    relayed = tool.spread(tool.read_stored(DATA / "ab" / "h200-ab-relay-2026-12-03.json", "latency", 4))
+    assert relayed[1].first_slower > 0.4 and abs(b64.first_slower) < 0.2 and w64.first_slower == 0
+    first_a = [(a, {k: Side(v.median_ms * (1.01 if i % 4 in (0, 3) else 1), v.sm_mhz) for k, v in b.items()})
+               for i, (a, b) in enumerate(pairs)]  # B ran second, and 1% slower, where A ran first
+    assert tool.spread(first_a)[1].first_slower == pytest.approx(b64.first_slower - 50 * math.log(1.01), abs=1e-9)
 
 
 def test_on_a_terminal_progress_is_one_live_line() -> None:

@@ -1,6 +1,7 @@
 """Where a `vitperf ab` run's spread comes from: per batch, how far a row's B/A moves from round to round, how much of
 a process's deviation is a level shared by the batch's rows and how much is each row's own, and whether that level
-follows the SM clock the process ran at.
+follows the SM clock the process ran at; and how much slower a round's first process ran than its second (an order
+effect, which the ABBA order cancels in the estimate but not in the spread).
 
     python tools/ab_spread.py WORK_DIR [--rounds 4]
     python tools/ab_spread.py tests/data/ab/FILE.json --run aa [--rounds 4]
@@ -22,7 +23,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_vitperf.verdicts.ab import Process, Side
+from pytest_vitperf.verdicts.ab import Process, Side, order
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,7 @@ class BatchSpread:
     clock_r: float | None  # Pearson r of the level against the process's log SM clock; None: the clock did not move
     clock_slope: float | None  # % of time per % of clock
     within: float | None  # median over processes of the sd of a row's round medians within one (%), work folder only
+    first_slower: float | None = None  # how much slower a round's first process ran, mean over the rows (%)
 
 
 def read_work(work: Path, rounds: int) -> tuple[list[tuple[Process, Process]], dict[str, list[list[float]]]]:
@@ -98,8 +100,21 @@ def spread(
                    if len(medians) > 1]  # fmt: skip
             within = 100 * statistics.median(sds) if sds else None
         out.append(BatchSpread(batch, k, n, 100 * round_to_round, 100 * math.sqrt(shared_var), 100 * math.sqrt(own_var),
-                               r, slope, within))  # fmt: skip
+                               r, slope, within, first_slower(ratios)))  # fmt: skip
     return out
+
+
+def first_slower(ratios: list[list[float]]) -> float | None:
+    """Half the difference between a row's mean log B/A in the rounds B ran first and in those A did (order: ABBA
+    BAAB), averaged over the rows, in %: how much slower the first process of a round ran. None unless both orders
+    ran."""
+    firsts = [a for a, _ in order(len(ratios[0]))] if ratios else []
+    if not {"A", "B"} <= set(firsts):
+        return None
+    def led(r: list[float], side: str) -> float:  # a row's mean log B/A in the rounds `side` ran first
+        return statistics.fmean(x for x, f in zip(r, firsts, strict=True) if f == side)
+
+    return 100 * statistics.fmean((led(r, "B") - led(r, "A")) / 2 for r in ratios)
 
 
 def main() -> None:
@@ -121,12 +136,13 @@ def main() -> None:
         parser.error(f"{args.source}: fewer than 2 rounds to read")
     print(f"{args.source}{f' {args.run}' if args.run else ''}: {len(pairs)} rounds")
     print("| batch | rows | processes | round-to-round B/A | shared level | each row's own | level against clock | "
-          "within a process |\n|---|---|---|---|---|---|---|---|")  # fmt: skip
+          "within a process | first process slower by |\n|---|---|---|---|---|---|---|---|---|")  # fmt: skip
     for s in spread(pairs, inside):
         clock = "-" if s.clock_r is None else f"r = {s.clock_r:+.2f}, {s.clock_slope:+.2f}% per 1%"
         within = "-" if s.within is None else f"{s.within:.2f}%"
+        first = "-" if s.first_slower is None else f"{s.first_slower:+.2f}%"
         print(f"| {s.batch} | {s.rows} | {s.processes} | {s.round_to_round:.2f}% | {s.shared:.2f}% | {s.own:.2f}% | "
-              f"{clock} | {within} |")  # fmt: skip
+              f"{clock} | {within} | {first} |")  # fmt: skip
 
 
 if __name__ == "__main__":
