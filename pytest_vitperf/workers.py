@@ -229,15 +229,10 @@ def too_many_workers(workers: int, gpus: int, share: bool, relay: bool = False) 
                 "outside those turns: run it in one process, -n 0")  # fmt: skip
     if workers <= max(gpus, 1) or share:
         return None
-    where, fix = (
-        (f"{gpus} visible GPU(s)", f"run one worker per GPU: -n {gpus}")
-        if gpus
-        else ("a CPU", "measure in one process: -n 0")
-    )
-    return (
-        f"{workers} xdist workers on {where}: workers that share a device slow each other down and every latency "
-        f"they report is wrong. Share on purpose with {SHARE_DEVICES}, or {fix}"
-    )
+    where = f"{gpus} visible GPU(s)" if gpus else "a CPU"
+    fix = f"run one worker per GPU: -n {gpus}" if gpus else "measure in one process: -n 0"
+    return (f"{workers} xdist workers on {where}: workers that share a device slow each other down and every latency "
+            f"they report is wrong. Share on purpose with {SHARE_DEVICES}, or {fix}")  # fmt: skip
 
 
 def scope_of(nodeid: str) -> str:
