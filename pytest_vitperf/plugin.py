@@ -234,8 +234,8 @@ def pytest_runtestloop(session: pytest.Session) -> Generator[None, object, objec
     """With --vitperf-relay, load every family's engines first, then wait for the GPU (fixtures.family.preload).
     With --vitperf-turn-done, touch its file once the last test has run (its fixtures torn down): vitperf ab
     gives the GPU to the next process while this one writes its results and exits."""
+    vs = get_session(session.config)
     try:
-        vs = get_session(session.config)
         if vs.relay is not None and vs.settings.enabled and session.items and not session.config.option.collectonly:
             from pytest_vitperf.fixtures.family import preload
 
@@ -243,7 +243,6 @@ def pytest_runtestloop(session: pytest.Session) -> Generator[None, object, objec
             vs.take_gpu("")
         return (yield)
     finally:
-        vs = get_session(session.config)
         if vs.settings.enabled and vs.settings.turn_done is not None and not hasattr(session.config, "workerinput"):
             vs.hand_on(vs.settings.turn_done)
 

@@ -142,12 +142,10 @@ def open_rows_line(
         return []
     totals = [rounds + BLOCK * k for k in (1, 2, 3)]
     by = decided_if_unchanged(rows, totals, threshold=args.threshold, confidence=args.confidence)
-    if getattr(args, "relay", False):  # its two processes' turns were one
-        turns = max((w.turn_s for w in times.values()), default=0.0)
-        took = f"; a round of two relayed processes took about {turns:.0f} s here" if turns else ""
-    else:
-        turns = sum(w.turn_s for w in times.values())
-        took = f"; a round's two turns took about {turns:.0f} s here" if turns else ""
+    relayed = getattr(args, "relay", False)  # its two processes' turns were one
+    turns = (max if relayed else sum)([w.turn_s for w in times.values()] or [0.0])
+    what = "a round of two relayed processes" if relayed else "a round's two turns"
+    took = f"; {what} took about {turns:.0f} s here" if turns else ""
     each = ", ".join(f"{by[n]} by {n}" for n in totals[1:])
     return ["", f"Open rows: {still}. Were they unchanged (B/A 1) at the spreads they have, {by[totals[0]]} would be "
                 f"decided by {totals[0]} rounds in all, {each} (--budget-s buys rounds{took})"]  # fmt: skip

@@ -263,7 +263,7 @@ def _done_with_gpu(group: list[Running], poll_s: float = 0.05) -> bool:
     if len(group) > 1:
         alternate([r.out.with_suffix(RELAYED) for r in group], [functools.partial(_ended_or_done, r) for r in group])
     for r in group:
-        while r.popen.poll() is None and not r.out.with_suffix(DONE).exists():
+        while not _ended_or_done(r):
             time.sleep(poll_s)
     return all(r.out.with_suffix(DONE).exists() for r in group)
 
