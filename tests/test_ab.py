@@ -317,6 +317,29 @@ def test_a_family_run_in_two_states_is_not_judged() -> None:
                          for i, (a, b) in enumerate(aa[:7])]) == {}  # fmt: skip
 
 
+def test_a_family_that_moved_in_both_processes_of_a_round_is_no_other_state() -> None:
+    """Real rounds (H200, 2026-12-03): the nightly set at batches 1 and 16, A/A at 0.75%. ViT-S at batch 16 ran 4.4%
+    slower in one process of round 1 (B) and of round 3 (A): states of those processes, not judged. DINOv2 at batch
+    16 ran 4% faster in both processes of round 4: what they shared, which each round's pair cancels, so its rows are
+    judged. The replay decides 79 of the 98 rows (the run, which still counted round 4 as two states, 78)."""
+    from pytest_vitperf.verdicts.ab import other_states
+
+    data = json.loads((Path(__file__).parent / "data" / "ab" / "h200-ab-nightly-b16-2026-12-03.json").read_text())
+    nightly = recorded_rounds(data["nightly"])
+    assert other_states(nightly) == {(1, "B"): ["vit_small_patch16_224 b16"], (3, "A"): ["vit_small_patch16_224 b16"]}
+    rows = sequential(nightly, threshold=0.0075)
+    assert sum(r.verdict == SAME for r in rows) == 79 and not any(r.verdict in (SLOWER, FASTER) for r in rows)
+    assert {r.name.split()[0] for r in rows if r.two_states} == {"vit_small_patch16_224"}
+    assert sum(v == SAME for v in data["nightly_verdicts"].values()) == 78
+    shared = [(a, b) if i != 2 else tuple({k: Side(v.median_ms * 1.05) for k, v in p.items()} for p in (a, b))
+              for i, (a, b) in enumerate(recorded_rounds(data["latency"]))]  # fmt: skip
+    assert other_states(shared) == {}  # every family of round 2 moved 5% in both processes
+    further = [(a, {k: Side(v.median_ms * 1.05) for k, v in b.items()}) if i == 2 else (a, b)
+               for i, (a, b) in enumerate(shared)]  # fmt: skip
+    both = ["vit_base_patch16_224 b1", "vit_base_patch16_224 b64"]
+    assert other_states(further) == {(2, "A"): both, (2, "B"): both}  # B 5% past A: each moved, and apart
+
+
 def test_three_rounds_a_process_on_an_h200_flag_nothing_in_an_a_a_and_find_one_percent_on_fp8() -> None:
     """Issue 57's lighter process (3 rounds after 1 s of warm-up), on one H200: the 12-round A/A flags no row, and
     +1% on FP8 is SLOWER on FP8's batch-1 rows alone after the 8 rounds its budget paid for (batch 64: UNKNOWN).

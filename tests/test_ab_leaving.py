@@ -157,6 +157,8 @@ def test_progress_says_the_time_the_rounds_the_verdicts_and_the_time_left() -> N
     last = p.line(4, 4, last=True)
     assert last.endswith("round 4 of 4 planned: 1 SAME, 0 SLOWER, 0 FASTER, 1 open (2 rows); the last")
     assert [minutes(s) for s in (42, 185)] == ["42 s", "3 min 05 s"]
+    p.judged([*p.rows, Row("n fp16 b1", LATENCY, 4, _interval(1.0), None, UNKNOWN, 0.01, two_states=True)])
+    assert "1 SAME, 0 SLOWER, 0 FASTER, 1 open, 1 in two states (3 rows)" in p.line(4, 8)  # every row counted
 
 
 def test_between_looks_the_estimate_reads_the_rows_as_the_rounds_so_far_would_judge_them() -> None:

@@ -22,9 +22,12 @@ def minutes(seconds: float) -> str:
 
 
 def counts(rows: Sequence[Row]) -> str:
-    """'9 SAME, 0 SLOWER, 0 FASTER, 5 open'; rows in two states count with neither (they are UNKNOWN for good)."""
+    """'9 SAME, 0 SLOWER, 0 FASTER, 5 open', and ', 2 in two states' where there are any: UNKNOWN for good, so
+    neither open nor decided, but counted, so that the line adds up to the rows."""
     n = {v: sum(r.verdict == v for r in rows) for v in (SAME, SLOWER, FASTER)}
-    return f"{n[SAME]} SAME, {n[SLOWER]} SLOWER, {n[FASTER]} FASTER, {sum(r.open for r in rows)} open"
+    odd = sum(r.two_states for r in rows)
+    return (f"{n[SAME]} SAME, {n[SLOWER]} SLOWER, {n[FASTER]} FASTER, {sum(r.open for r in rows)} open"
+            + (f", {odd} in two states" if odd else ""))  # fmt: skip
 
 
 class Progress:

@@ -117,21 +117,32 @@ def other_states(rounds: Sequence[tuple[Process, Process]]) -> dict[tuple[int, s
     the same way. On H200s a process's batch-1 latencies sat in one of two states about 6% apart, every precision
     together, and its speedups moved by up to 1.6% (2026-11-28): 1 process of 24 in one A/A, 6 of 10 in another run.
     Such a family breaks what the intervals assume (one spread per row), and leaving the odd processes out would
-    compare one side's majority state with the other's: its rows are not judged (judge's `two_states`)."""
-    out: dict[tuple[int, str], list[str]] = {}
+    compare one side's majority state with the other's: its rows are not judged (judge's `two_states`). A family
+    that the round's other process ran as far the same way is not counted: the round's pair cancels what the two
+    shared (DINOv2 at batch 16 ran 4% faster in both processes of one round on an H200, 2026-12-03)."""
     if len(rounds) < 3:
-        return out
+        return {}
     bar = math.log1p(STATE)
+    moved: dict[tuple[int, str], dict[str, float]] = {}  # (round, side) -> {row: log distance from its side's median}
     for k, side in enumerate("AB"):
         logs = [{n: math.log(s.median_ms) for n, s in r[k].items()} for r in rounds]
         middle = {n: statistics.median(x[n] for x in logs if n in x) for n in {n for x in logs for n in x}}
         for i, x in enumerate(logs):
-            families: dict[str, list[float]] = {}
-            for name, v in x.items():
-                families.setdefault(family_of(name), []).append(v - middle[name])
-            moved = sorted(f for f, d in families.items() if len(d) > 1 and (min(d) >= bar or max(d) <= -bar))
-            if moved:
-                out[(i, side)] = moved
+            moved[(i, side)] = {n: v - middle[n] for n, v in x.items()}
+
+    def one_way(d: Mapping[str, float]) -> set[str]:
+        families: dict[str, list[float]] = {}
+        for name, v in d.items():
+            families.setdefault(family_of(name), []).append(v)
+        return {f for f, x in families.items() if len(x) > 1 and (min(x) >= bar or max(x) <= -bar)}
+
+    out = {}
+    for (i, side), d in moved.items():
+        other = moved[(i, "B" if side == "A" else "A")]
+        apart = one_way({n: v - other[n] for n, v in d.items() if n in other})
+        odd = sorted(one_way(d) & apart)
+        if odd:
+            out[(i, side)] = odd
     return out
 
 
