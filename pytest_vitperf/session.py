@@ -392,6 +392,7 @@ class VitperfSession:
             waited_s=self.waited_s,
             turn_s=self.turn_s,
             threads=self.threads,
+            relayed_s=round(self.relay.waited_s, 1) if self.relay is not None else 0.0,
         )
 
 

@@ -55,6 +55,7 @@ class WorkerRecord:
     prepare_steps: dict[str, float] = field(default_factory=dict)  # prepare_s by step (copy, convert, compile, ...)
     after_s: float = 0.0  # from its results written to its exit; vitperf ab measures it from outside
     turn_s: float = 0.0  # from its turn to handing it on (--vitperf-turn-done): what it held the device
+    relayed_s: float = 0.0  # with vitperf ab's relay: waiting for the GPU while the other process measured
     threads: int = 0  # its thread budget (share_host)
 
 
@@ -64,9 +65,10 @@ def time_account(w: WorkerRecord) -> str:
     start = math.fsum(w.startup_s.values())
     steps = ", ".join(f"{k} {v:.1f}" for k, v in w.prepare_steps.items() if v >= 0.05)
     each = f" ({w.prepare_s / w.engines:.1f} s each{'; in all: ' + steps if steps else ''})" if w.engines else ""
-    rest = max(0.0, w.wall_s - w.waited_s - start - w.prepare_s - w.measure_s - w.checks_s)
+    rest = max(0.0, w.wall_s - w.waited_s - start - w.prepare_s - w.measure_s - w.checks_s - w.relayed_s)
     waited = f", {w.waited_s:.0f} s before its turn (imports, then waiting)" if w.waited_s else ""
     checks = f", {w.checks_s:.0f} s checking outputs against FP32" if w.checks_s else ""
+    checks += f", {w.relayed_s:.0f} s waiting while the other process measured (--relay)" if w.relayed_s else ""
     return (
         f"{w.wall_s:.0f} s since the plugin started: {start:.0f} s start-up (torch, device, models){waited}, "
         f"{w.prepare_s:.0f} s preparing {w.engines} engine(s){each}, {w.measure_s:.0f} s measuring "

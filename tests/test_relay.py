@@ -105,6 +105,9 @@ def test_a_rounds_two_processes_load_at_once_then_take_turns_a_family_at_a_time(
     assert all(warmed[("A", batch)] >= 1500 for batch in (1, 2)), warmed
     assert all(AFTER_ITSELF_MS <= warmed[("B", batch)] < 1500 for batch in (1, 2)), warmed
     assert not list(work.glob("*.relay*"))  # nothing left to mislead a later run
+    relayed = sorted(json.loads((work / f"round0-{s}.json").read_text())["machine_info"]["vitperf"]["process"]
+                     ["relayed_s"] for s in "AB")  # fmt: skip
+    assert relayed[0] >= AFTER_ITSELF_MS / 1000 and relayed[1] >= 1.5, relayed  # while the other one measured
 
 
 def test_the_replay_of_the_relays_first_h200_runs() -> None:

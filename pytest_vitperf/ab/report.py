@@ -118,7 +118,8 @@ def round_time(work: Path) -> dict[str, WorkerRecord]:
                        measure_s=mid([r.measure_s for r in rs]), timed_s=mid([r.timed_s for r in rs]),
                        wall_s=mid([r.wall_s for r in rs]), waited_s=mid([r.waited_s for r in rs]),
                        checks_s=mid([r.checks_s for r in rs]), prepare_steps=each("prepare_steps"),
-                       after_s=mid([r.after_s for r in rs]), turn_s=mid([r.turn_s for r in rs]))  # fmt: skip
+                       after_s=mid([r.after_s for r in rs]), turn_s=mid([r.turn_s for r in rs]),
+                       relayed_s=mid([r.relayed_s for r in rs]))  # fmt: skip
 
     return {side: median(rs) for side, rs in sorted(records.items())}
 

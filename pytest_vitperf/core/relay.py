@@ -44,6 +44,7 @@ class Relay:
 
     path: Path
     requests: int = 0
+    waited_s: float = 0.0  # given up, waiting for the GPU back: the other process's families, most of it
 
     def take(self, family: str, limit_s: float = LIMIT_S) -> str:
         """Wait for the GPU, to run `family` ('MODEL bBATCH', or '' for what is not a family): returns the family the
@@ -56,6 +57,7 @@ class Relay:
                 raise TimeoutError(f"waited {limit_s:.0f} s for {go}, which vitperf ab writes when this process's "
                                    "turn on the GPU comes; run without --vitperf-relay to measure at once")  # fmt: skip
             time.sleep(POLL_S)
+        self.waited_s += time.monotonic() - start
         return answer[1]
 
 
