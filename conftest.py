@@ -18,7 +18,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "slow(seconds): a test of over a minute on 2 cores; runs with --run-slow")
-    config.addinivalue_line("markers", "alone: it times the host; under pytest -n, no other test runs meanwhile")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

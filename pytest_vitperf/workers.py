@@ -68,12 +68,12 @@ def time_account(w: WorkerRecord) -> str:
     rest = max(0.0, w.wall_s - w.waited_s - start - w.prepare_s - w.measure_s - w.checks_s - w.relayed_s)
     waited = f", {w.waited_s:.0f} s before its turn (imports, then waiting)" if w.waited_s else ""
     checks = f", {w.checks_s:.0f} s checking outputs against FP32" if w.checks_s else ""
-    checks += f", {w.relayed_s:.0f} s waiting while the other process measured (--relay)" if w.relayed_s else ""
+    relayed = f", {w.relayed_s:.0f} s waiting while the other process measured (--relay)" if w.relayed_s else ""
     return (
         f"{w.wall_s:.0f} s since the plugin started: {start:.0f} s start-up (torch, device, models){waited}, "
         f"{w.prepare_s:.0f} s preparing {w.engines} engine(s){each}, {w.measure_s:.0f} s measuring "
-        f"({w.timed_s:.0f} s timed, {max(0.0, w.measure_s - w.timed_s):.0f} s warm-up, clocks and turns){checks}, "
-        f"{rest:.0f} s in the rest (accuracy and correctness tests, exports)"
+        f"({w.timed_s:.0f} s timed, {max(0.0, w.measure_s - w.timed_s):.0f} s warm-up, clocks and turns){checks}"
+        f"{relayed}, {rest:.0f} s in the rest (accuracy and correctness tests, exports)"
         + (f"; its turn on the device {w.turn_s:.0f} s" if w.turn_s else "")
         + (f"; then {w.after_s:.0f} s from its results to its exit" if w.after_s else "")
         + (f"; {w.threads} CPU thread(s) ({THREADS} to change)" if w.threads else "")

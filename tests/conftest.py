@@ -86,27 +86,6 @@ def _registry_restored() -> Iterator[None]:
         unregister(name)
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
-    """Under pytest-xdist (`pytest -n 2`, the README's command), a test marked `alone` times the host, and another
-    worker's test would be in its times: it runs while no other does. Every test holds a shared lock on a file of
-    the run's, its fixtures' set-up included; an `alone` test the exclusive one, asked for through a gate that new
-    tests pass first, so that it is not kept waiting by tests that keep starting."""
-    if not hasattr(item.config, "workerinput"):
-        yield
-        return
-    import fcntl
-
-    root = Path(item.config.option.basetemp).parent  # the run's: each worker's basetemp is a folder of it
-    alone = item.get_closest_marker("alone") is not None
-    with open(root / "alone.gate", "a") as gate, open(root / "alone.lock", "a") as lock:
-        fcntl.flock(gate, fcntl.LOCK_EX)
-        fcntl.flock(lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
-        if not alone:
-            fcntl.flock(gate, fcntl.LOCK_UN)
-        yield  # the lock goes with the file when it closes
-
-
 @pytest.fixture(autouse=True)
 def _not_an_xdist_worker(monkeypatch: pytest.MonkeyPatch) -> None:
     """The runs a test starts (pytester's, `vitperf ab`'s processes) are not xdist workers, even when `pytest -n`

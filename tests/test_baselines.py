@@ -261,7 +261,6 @@ def test_identical_runs_flag_a_matrix_at_most_at_the_false_alarm_rate_and_a_dete
     assert 0.65 <= seen / 400 <= 0.95, seen
 
 
-@pytest.mark.alone
 def test_reruns_of_one_real_measurement_are_flagged_at_most_at_the_false_alarm_rate() -> None:
     """A real measurement dealt into 21 runs of 12 samples: the medians of the first 5 calibrate the row, the other
     16 are gated at 5% for the matrix. Each block of 21 consecutive samples gives one to every run, in an order

@@ -190,7 +190,6 @@ def test_a_floor_entry_says_its_unit_and_provenance_or_is_refused(tmp_path: Path
         FloorsFile.load(path)
 
 
-@pytest.mark.alone
 def test_selfcheck_compares_the_plugins_timer_with_a_plain_loop(capsys: pytest.CaptureFixture[str]) -> None:
     """On the CPU both time the host clock around the same engine: with a loose tolerance they agree (a loaded
     2-core CI host once timed one round of the plain loop 35% faster, and 4 rounds reached 1.59x); with fewer than 3

@@ -158,7 +158,6 @@ def test_an_eager_torch_engine_is_profiled_by_module_on_a_cpu() -> None:
     assert "blocks.*.attn.qkv" in {g.name for g in d.by_module}
 
 
-@pytest.mark.alone  # profiles A, then B: another test's load between them moves every op
 def test_a_delay_injected_on_a_cpu_is_where_the_change_went() -> None:
     """A tiny ViT on the CPU, each side profiled as --vitperf-kernels does: B carries a delay of half the engine's
     time, which the profile sees by its label. The delay must be new in B, moved beyond its interval, the largest
