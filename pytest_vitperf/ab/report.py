@@ -7,7 +7,7 @@ import argparse
 import json
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, replace
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -113,13 +113,12 @@ def round_time(work: Path) -> dict[str, WorkerRecord]:
             parts: list[dict[str, float]] = [getattr(r, field) for r in rs]
             return {k: mid([p.get(k, 0.0) for p in parts]) for k in dict.fromkeys(k for p in parts for k in p)}
 
+        # every seconds field (type "float"), so that a new one cannot be left out of the median
+        seconds: dict[str, Any] = {f.name: mid([getattr(r, f.name) for r in rs]) for f in fields(rs[0])
+                                   if f.type == "float"}  # fmt: skip
         return replace(rs[0], worker=f"median of {len(rs)}", startup_s=each("startup_s"), measured=[],
-                       engines=round(mid([r.engines for r in rs])), prepare_s=mid([r.prepare_s for r in rs]),
-                       measure_s=mid([r.measure_s for r in rs]), timed_s=mid([r.timed_s for r in rs]),
-                       wall_s=mid([r.wall_s for r in rs]), waited_s=mid([r.waited_s for r in rs]),
-                       checks_s=mid([r.checks_s for r in rs]), prepare_steps=each("prepare_steps"),
-                       after_s=mid([r.after_s for r in rs]), turn_s=mid([r.turn_s for r in rs]),
-                       relayed_s=mid([r.relayed_s for r in rs]))  # fmt: skip
+                       engines=round(mid([r.engines for r in rs])), prepare_steps=each("prepare_steps"),
+                       **seconds)  # fmt: skip
 
     return {side: median(rs) for side, rs in sorted(records.items())}
 
