@@ -266,6 +266,24 @@ def test_the_replay_of_a_live_h200_plus_one_percent_fitted_over_60_pairs() -> No
     assert data["delay1_verdicts"][f"{fp8} b64 | {LATENCY}"] == "UNKNOWN"
 
 
+def test_the_replay_of_a_live_h200_a_a_and_plus_one_percent_after_the_main_job() -> None:
+    """Real rounds (H200, 2026-12-03, cold, code ce10238, the machine's main job just before): +1% on FP8 found its
+    four rows SLOWER at the first look (4 min 10 s) and no other row moved by 6 rounds (5 min 08 s); FP8's engines
+    and the four SAME rows' engines left after it. The A/A decided 10 rows SAME and none SLOWER or FASTER at its one
+    look (4 min 02 s): INT8 b64 read 1.003x [1.001, 1.006], outside ±0.5% at 4 rounds. The replay gives the live
+    verdicts."""
+    data = json.loads((DATA / "ab" / "h200-ab-latency-ce10238-2026-12-03.json").read_text())
+    for run in ("delay1", "aa"):
+        rows = sequential(recorded_rounds(data[run]), threshold=0.005)
+        assert {f"{r.name} | {r.what}": r.verdict for r in rows} == data[f"{run}_verdicts"], run
+    assert [len(a) for a, _ in data["delay1"]] == [8] * 4 + [4] * 2
+    moved = {k for k, v in data["delay1_verdicts"].items() if v in ("SLOWER", "FASTER")}
+    assert moved == {f"vit_base_patch16_224 fp8 b{b} | {w}" for b in (1, 64) for w in (LATENCY, SPEEDUP)}
+    assert set(data["delay1_verdicts"].values()) == {"SAME", "SLOWER", "UNKNOWN"}
+    assert list(data["aa_verdicts"].values()).count("SAME") == 10
+    assert not {"SLOWER", "FASTER"} & set(data["aa_verdicts"].values())
+
+
 def test_the_replay_of_three_live_h200_a_as_at_20_rounds_a_process() -> None:
     """Real rounds (H200, 2026-12-02, cold, the latency suite with --vitperf-rounds=20): three A/As decided 13, 9 and
     5 rows SAME at their first looks (4 min 16 s, 4 min 35 s, 4 min 21 s), where three at 10 rounds had decided 13, 8
