@@ -204,6 +204,38 @@ def test_coverage_names_per_model_what_a_recipe_left_in_high_precision(suite: py
     assert "patchify_s8 does not export to ONNX with the fp8 recipe (UnsupportedOperatorError: " in text
 
 
+NO_LIEF = """
+import sys
+
+
+class NoLief:  # a machine where lief was never installed
+    def find_spec(self, name, path=None, target=None):
+        if name == "lief":
+            raise ModuleNotFoundError("No module named 'lief'", name="lief")
+
+
+sys.modules.pop("lief", None)
+sys.meta_path.insert(0, NoLief())
+"""
+
+
+def test_a_missing_dependency_of_the_export_is_named_with_the_install_that_brings_it(suite: pytest.Pytester) -> None:
+    """Model Optimizer's ONNX export imports lief, which it does not declare: a machine without it is a broken
+    install, not a model that cannot export, and the failure says which."""
+    import shutil
+
+    suite.makeconftest(NO_LIEF)
+    shutil.copy(Path(__file__).resolve().parents[1] / "suites" / "test_quantization_coverage.py", suite.path)
+    result = suite.runpytest_subprocess(*FAST, "test_quantization_coverage.py", "-k", "fp8 and not mxfp8")
+    result.assert_outcomes(failed=1)
+    text = result.stdout.str()
+    assert "the fp8 recipe's ONNX export imports lief, a dependency of pytest-vitperf that is not installed" in text
+    assert "pip install -e . && pytest --gpu-bench suites/test_quantization_coverage.py --vitperf-models test_vit" in (
+        text
+    )
+    assert "make the model export with torch.onnx.export" not in text
+
+
 def test_a_model_whose_fused_attention_does_not_export_is_exported_unfused() -> None:
     import io
 
