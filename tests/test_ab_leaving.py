@@ -21,6 +21,7 @@ from pytest_vitperf.ab.progress import Progress, minutes
 from pytest_vitperf.ab.report import open_rows_line
 from pytest_vitperf.verdicts.ab import (
     LATENCY,
+    MOST_ROUNDS,
     SAME,
     SPEEDUP,
     UNKNOWN,
@@ -159,6 +160,22 @@ def test_progress_says_the_time_the_rounds_the_verdicts_and_the_time_left() -> N
     assert [minutes(s) for s in (42, 185)] == ["42 s", "3 min 05 s"]
     p.judged([*p.rows, Row("n fp16 b1", LATENCY, 4, _interval(1.0), None, UNKNOWN, 0.01, two_states=True)])
     assert "1 SAME, 0 SLOWER, 0 FASTER, 1 open, 1 in two states (3 rows)" in p.line(4, 8)  # every row counted
+
+
+def test_before_its_rows_have_intervals_the_estimate_counts_the_rounds_the_budget_pays() -> None:
+    """After two rounds no row has an interval, so nothing says the first look decides them all. The H200 run with +1%
+    on FP8 (ce10238, --budget-s 360) said 1 min 06 s left after round 2 (3 min 03 s in, 33 s a round), counting only
+    the block's two last rounds; 2 min 05 s were left, since the budget paid for two rounds after the look. Counting
+    what the budget pays, in blocks or half blocks, it is 4 rounds."""
+    data = json.loads((DATA / "ab" / "h200-ab-latency-ce10238-2026-12-03.json").read_text())
+    rows = judge(pairs(recorded_rounds(data["delay1"][:2])), threshold=0.005, look=1)
+    assert rows and all(r.interval is None and r.open for r in rows)
+    assert rounds_to_decide(rows, threshold=0.005, look_at=4) == MOST_ROUNDS
+    p = Progress(threshold=0.005, confidence=0.95, budget_s=360, out=io.StringIO())
+    p.began, p.last_round_s = time.monotonic() - 183, 33.0
+    p.forecast(rows)
+    left = p.left_s(2, 4)
+    assert left == 4 * 33.0 and abs(left - 125) / 125 < 0.3  # 2 min 12 s, against the 2 min 05 s that were left
 
 
 def test_between_looks_the_estimate_reads_the_rows_as_the_rounds_so_far_would_judge_them() -> None:

@@ -33,8 +33,9 @@ def counts(rows: Sequence[Row]) -> str:
 class Progress:
     """A run's progress. `rounds_done` after each round; `judged` after each look, `forecast` between looks. The
     estimate of the time left is the rounds planned, and with a budget those the open rows still need
-    (verdicts.ab.rounds_to_decide, on the rows as the rounds so far would judge them) as far as it pays, at the
-    seconds the last round took: rows that leave make later rounds shorter, so it errs long."""
+    (verdicts.ab.rounds_to_decide, on the rows as the rounds so far would judge them; before they have intervals,
+    all it pays) as far as it pays, at the seconds the last round took: rows that leave make later rounds shorter,
+    so it errs long."""
 
     def __init__(self, threshold: float, confidence: float, budget_s: float = 0.0, out: IO[str] | None = None):
         self.began = time.monotonic()

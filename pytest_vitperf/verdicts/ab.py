@@ -290,15 +290,16 @@ def rounds_to_decide(
     SAME once its interval fits inside the threshold, SLOWER or FASTER once it clears it; at most MOST_ROUNDS (a row
     on the threshold is never decided). An estimate for the time left, not a plan: 0 when no row is open. Between
     looks (`rows` as the rounds so far would be judged at their look, ab.progress), `look_at` is the rounds at which
-    that look comes: it is the first a row may be decided at."""
+    that look comes: it is the first a row may be decided at. An open row without an interval (under 3 rounds) gives
+    MOST_ROUNDS: nothing says when it decides. Counted as decided at the next look, it put the estimate after two
+    rounds 50-86% short in 27 of the 41 runs in tests/data/ab: every one that went on past its first look."""
     need = 0
     for r in rows:
         t = r.interval
         if not r.open:
             continue
         if t is None:
-            need = max(need, look_at or BLOCK * math.ceil((r.rounds + BLOCK) / BLOCK))
-            continue
+            return MOST_ROUNDS
         df = t.df if t.df is not None else t.n - 1
         beyond = abs(math.log(t.estimate)) - math.log1p(threshold)
         margin = abs(math.log(t.estimate)) if beyond >= 0 else -beyond  # SLOWER / FASTER: tested against 1
