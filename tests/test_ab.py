@@ -508,6 +508,9 @@ def test_vitperf_ab_finds_a_candidate_five_times_slower_and_explains_where_its_t
     # where each side's round processes spent their time, from their own records
     assert "Round process, side B (median of 3 rounds): " in md and " s preparing 1 engine(s)" in md
     assert json.loads(out["json"].read_text())["round_time"]["A"]["engines"] == 1
+    # and where each side's prepare spent the time the first round waited for: two workers, a family each
+    assert "Prepare, side A: " in md and " s in 2 worker(s); the slowest, gw" in md
+    assert json.loads(out["json"].read_text())["prepare_time"]["B"]["idle"] == 0
     # the profile processes are not rounds: the rounds' files are as without --explain, and theirs are apart
     assert {p.name for p in work.glob("explain-*.json")} == {"explain-A.json", "explain-B.json"}
     data = json.loads(out["json"].read_text())
@@ -823,6 +826,32 @@ def test_the_time_line_gives_the_median_round_process_of_each_side(tmp_path: Pat
     assert "warm-up, clocks and turns), 3 s checking outputs against FP32, 3 s in the rest" in line  # 55-7-10-28-4-3
     assert "; its turn on the device 46 s; then 6 s from its results to its exit" in line
     assert round_time(tmp_path / "nothing") == {}
+
+
+def test_the_time_line_gives_each_sides_prepare_and_its_slowest_worker(tmp_path: Path) -> None:
+    """The first round waits for both prepares. Real records (H200, ce10238, the latency suite's cold A/A): each
+    side's prepare ran 4 xdist workers for 2 families, so 2 built nothing, and the slowest took 100-101 s, 15 s of it
+    the FP32 reference of batch 64 on its 2 threads. A prepare without records is left out."""
+    from pytest_vitperf.ab.report import prepare_time, time_lines
+
+    records = Path(__file__).parent / "data" / "ab" / "h200-prepare-records-ce10238-2026-12-03.json"
+    stored = json.loads(records.read_text())
+    for side in "AB":
+        (tmp_path / f"prepare-{side}.json").write_text(json.dumps(stored[side]))
+    (tmp_path / "gpu1").mkdir()  # --gpus: a GPU's run in a folder of its own, here one with no record
+    (tmp_path / "gpu1" / "prepare-A.json").write_text(json.dumps({"machine_info": {}}))
+    prepares = prepare_time(tmp_path)
+    assert list(prepares) == ["A", "B"]
+    a = prepares["A"]
+    assert (a["wall_s"], a["workers"], a["idle"], a["slowest"].worker) == (110.2, 4, 2, "gw0")
+    lines = time_lines({}, prepares)
+    assert lines[1].startswith("Prepare, side A: 110 s in 4 worker(s), 2 of which built nothing (a family is a "
+                               "worker's unit); the slowest, gw0: 101 s since the plugin started: 9 s start-up")
+    steps = "71 s preparing 4 engine(s) (17.8 s each; in all: copy 0.4, convert 16.2, compile 52.9, warm-up 0.7)"
+    assert steps in lines[1]
+    assert ", 15 s checking outputs against FP32, " in lines[1] and lines[2].startswith("Prepare, side B: 109 s")
+    (tmp_path / "gpu1" / "prepare-A.json").write_text(json.dumps(stored["A"]))
+    assert set(prepare_time(tmp_path)) == {"A", "B", "A (gpu1)"}
 
 
 def test_rounds_that_end_once_they_agree_see_about_one_percent_at_batch_64_in_twelve_rounds() -> None:

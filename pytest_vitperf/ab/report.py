@@ -123,11 +123,39 @@ def round_time(work: Path) -> dict[str, WorkerRecord]:
     return {side: median(rs) for side, rs in sorted(records.items())}
 
 
-def time_lines(times: dict[str, WorkerRecord]) -> list[str]:
-    """The time line of each side's round processes, under the table."""
+def prepare_time(work: Path) -> dict[str, dict[str, Any]]:
+    """Per side, its prepare's wall, its xdist workers (one process: itself), how many built nothing (a family is a
+    worker's unit: a suite of fewer families leaves the rest idle) and the slowest one's record: what the first
+    round waits for."""
+    from pytest_vitperf.core.files import read_json
+    from pytest_vitperf.measure.measurement import BenchmarkJsonError
+    from pytest_vitperf.workers import WorkerRecord
+
+    out = {}
+    for path in sorted(work.rglob("prepare-[AB].json")):
+        try:
+            vitperf = read_json(path, BenchmarkJsonError)["machine_info"]["vitperf"]
+            records = [WorkerRecord(**w) for w in vitperf["results"].get("workers") or [vitperf["process"]]]
+            wall = float(vitperf["process"]["wall_s"])
+        except (BenchmarkJsonError, KeyError, TypeError, AttributeError):
+            continue  # an older plugin's JSON: no time to tell
+        slowest = max(records, key=lambda w: w.wall_s)
+        where = "" if path.parent == work else f" ({path.parent.relative_to(work)})"  # --gpus: a folder a GPU
+        idle = sum(not w.engines for w in records)
+        out[path.stem[-1] + where] = {"wall_s": wall, "workers": len(records), "idle": idle, "slowest": slowest}
+    return out
+
+
+def time_lines(times: dict[str, WorkerRecord], prepares: Mapping[str, Mapping[str, Any]] = {}) -> list[str]:
+    """The time line of each side's prepare (its slowest worker) and round processes, under the table."""
     from pytest_vitperf.workers import time_account
 
-    return ["", *(f"Round process, side {side} ({w.worker} rounds): {time_account(w)}" for side, w in times.items())]
+    lines = [""]
+    for side, p in prepares.items():
+        idle = f", {p['idle']} of which built nothing (a family is a worker's unit)" if p["idle"] else ""
+        lines.append(f"Prepare, side {side}: {p['wall_s']:.0f} s in {p['workers']} worker(s){idle}; the slowest, "
+                     f"{p['slowest'].worker}: {time_account(p['slowest'])}")  # fmt: skip
+    return lines + [f"Round process, side {side} ({w.worker} rounds): {time_account(w)}" for side, w in times.items()]
 
 
 def open_rows_line(
@@ -163,9 +191,9 @@ def report(rows: list[Row], device: str, rounds: int, looks: int, work: Path, ar
     facts = {"a": args.a, "b": args.b, "device": device, "threshold": args.threshold, "confidence": args.confidence,
              "rounds": rounds, "looks": looks, "compile": compile_mode(args.pytest_args),
              "builds": _builds(args)}  # fmt: skip
-    (ready, loads), times = ready_engines(work), round_time(work)
+    (ready, loads), times, prepares = ready_engines(work), round_time(work), prepare_time(work)
     lines = markdown(rows, facts) + open_rows_line(rows, rounds, args, times) + ready_line(ready, loads)
-    lines += time_lines(times) if times else []
+    lines += time_lines(times, prepares) if times or prepares else []
     lines += ["", f"Not judged, their families run in two states (every row {STATE:.0%} or more one way from the "
               f"side's medians): {'; '.join(odd)}"] if odd else []  # fmt: skip
     lines += ["", *explanations(explained)] if explained else []
@@ -176,6 +204,8 @@ def report(rows: list[Row], device: str, rounds: int, looks: int, work: Path, ar
                args.json: json.dumps({**facts, "work_dir": str(work), "exit": code,
                                       "rows": [r.to_dict() for r in rows], "ready_engines": ready,
                                       "round_time": {side: asdict(w) for side, w in times.items()},
+                                      "prepare_time": {side: {**p, "slowest": asdict(p["slowest"])}
+                                                       for side, p in prepares.items()},
                                       "other_states": list(odd), **why},
                                      indent=1),
                args.export: json.dumps(github_action_benchmark(rows), indent=1)}  # fmt: skip
