@@ -36,9 +36,11 @@ def exported(request, vitperf_session, vitperf_cache_dir):
 
 def missing_module(exc):
     """The module whose import failed under `exc`, else None: Model Optimizer raises its own ImportError over it."""
-    while exc is not None:
+    seen = set()
+    while exc is not None and id(exc) not in seen:
         if isinstance(exc, ModuleNotFoundError) and exc.name:
             return exc.name
+        seen.add(id(exc))
         exc = exc.__cause__ or exc.__context__
     return None
 
@@ -48,9 +50,9 @@ def coverage_of(recipe, name, model, request, cache_dir):
         data = export_onnx(recipe, model, 1, cache_dir=cache_dir)
     except Exception as exc:  # the exporter's many kinds: an operator it cannot export, a dynamic shape, ...
         if (module := missing_module(exc)) is not None:  # a broken install, not a model that cannot export
-            pytest.fail(f"the {recipe} recipe's ONNX export imports {module}, a dependency of pytest-vitperf that is "
-                        "not installed here; install the project with its dependencies, then run again: pip install "
-                        f"-e . && pytest --gpu-bench suites/test_quantization_coverage.py --vitperf-models {name}",
+            pytest.fail(f"the {recipe} recipe's ONNX export imports {module}, which is not installed here; install "
+                        "pytest-vitperf with its dependencies, then run again: pip install -e . && pytest "
+                        f"--gpu-bench suites/test_quantization_coverage.py --vitperf-models {name}",
                         pytrace=False)  # fmt: skip
         why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         pytest.fail(f"{name} does not export to ONNX with the {recipe} recipe ({type(exc).__name__}: {why}); TensorRT "

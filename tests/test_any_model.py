@@ -229,7 +229,7 @@ def test_a_missing_dependency_of_the_export_is_named_with_the_install_that_bring
     result = suite.runpytest_subprocess(*FAST, "test_quantization_coverage.py", "-k", "fp8 and not mxfp8")
     result.assert_outcomes(failed=1)
     text = result.stdout.str()
-    assert "the fp8 recipe's ONNX export imports lief, a dependency of pytest-vitperf that is not installed" in text
+    assert "the fp8 recipe's ONNX export imports lief, which is not installed here; install pytest-vitperf" in text
     assert "pip install -e . && pytest --gpu-bench suites/test_quantization_coverage.py --vitperf-models test_vit" in (
         text
     )
