@@ -22,6 +22,30 @@ def test_env_prints_the_header_and_why_a_backend_cannot_run(capsys: pytest.Captu
     assert "backend tensorrt cannot run here: tensorrt is not installed" in out
 
 
+def test_env_says_what_a_run_here_would_skip_and_a_dependency_not_installed(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before a run: the precisions it would skip here, with the skip's reason, and the project's own dependencies
+    that are missing (an environment made by hand: without lief, Model Optimizer's ONNX export fails)."""
+    import importlib.metadata
+
+    assert main(["env"]) == 0
+    out = capsys.readouterr().out
+    assert "skips here: nvfp4 needs an NVIDIA GPU with NVFP4 block-scaled tensor cores" in out  # a CPU, here
+    assert "skips here: fp32" not in out and "not installed:" not in out
+    version = importlib.metadata.version
+
+    def without_lief(name: str) -> str:
+        if name == "lief":
+            raise importlib.metadata.PackageNotFoundError(name)
+        return version(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", without_lief)
+    assert main(["env"]) == 0
+    line = capsys.readouterr().out.splitlines()[-1]
+    assert line.startswith("not installed: lief, which pytest-vitperf depends on") and line.endswith("pip install -e .")
+
+
 def test_unknown_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as info:
         main(["frobnicate"])

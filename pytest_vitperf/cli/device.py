@@ -38,7 +38,32 @@ def _env(args: argparse.Namespace) -> int:
         print("clocks: NVML not available (pip install nvidia-ml-py, and an NVIDIA driver)")
     if reason:
         print(f"backend {backend.name} cannot run here: {reason}")
+    from pytest_vitperf.core.precision import PRECISIONS, unsupported_reason
+
+    for name in PRECISIONS:  # what a run here would skip, before it is run
+        if why := unsupported_reason(name, device) or backend.precision_reason(name):
+            print(f"skips here: {why}")
+    if missing := missing_dependencies():
+        print(f"not installed: {', '.join(missing)}, which pytest-vitperf depends on (Model Optimizer's ONNX export "
+              "imports lief, for one); install them: pip install -e .")  # fmt: skip
     return 0
+
+
+def missing_dependencies(dist: str = "pytest-vitperf") -> list[str]:
+    """The requirements of `dist` (not its extras') that are not installed: a broken or hand-made environment."""
+    import importlib.metadata
+    import re
+
+    out = []
+    for line in importlib.metadata.requires(dist) or []:
+        name = re.match(r"[A-Za-z0-9._-]+", line)
+        if name is None or "extra ==" in line:
+            continue
+        try:
+            importlib.metadata.version(name[0])
+        except importlib.metadata.PackageNotFoundError:
+            out.append(name[0])
+    return out
 
 
 def _plain_loop(launch: Callable[[], None], stream: Any, ms: float) -> list[float]:
@@ -115,7 +140,7 @@ def _selfcheck(args: argparse.Namespace) -> int:
 def add(sub: Any) -> None:
     """The device subcommands."""
     sub.add_parser("capabilities", help="print the precision capability matrix").set_defaults(func=_capabilities)
-    env = sub.add_parser("env", help="print the device, driver and versions a run would record")
+    env = sub.add_parser("env", help="print the device, driver and versions a run would record, and what it would skip")
     env.add_argument("--backend", default="auto",
                      choices=("auto", "torch", "tensorrt", "tensorrt-rtx", "trtexec", "trtexec-rtx"))
     env.set_defaults(func=_env)
