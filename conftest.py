@@ -4,12 +4,33 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile("ci", max_examples=60, deadline=None)
 settings.register_profile("nightly", max_examples=5000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("ci")
+
+
+def _pin_xdist_worker() -> None:
+    """Under `pytest -n N`, each worker and the processes it starts keep to cores of their own: a CPU-timing test
+    (the selfcheck, an injected delay, a floor judged on CPU times) would otherwise time whatever ran beside it."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+    cpus = sorted(os.sched_getaffinity(0))
+    if not worker.startswith("gw") or not 0 < count <= len(cpus):
+        return
+    share = len(cpus) // count
+    index = int(worker[2:])
+    os.sched_setaffinity(0, cpus[index * share : (index + 1) * share])
+    if "torch" in sys.modules:  # imported already (by the plugin): its pool was sized to every core
+        sys.modules["torch"].set_num_threads(share)
+
+
+_pin_xdist_worker()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
