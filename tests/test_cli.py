@@ -44,6 +44,9 @@ def test_env_says_what_a_run_here_would_skip_and_a_dependency_not_installed(
     assert main(["env"]) == 0
     line = capsys.readouterr().out.splitlines()[-1]
     assert line.startswith("not installed: lief, which pytest-vitperf depends on") and line.endswith("pip install -e .")
+    from pytest_vitperf.cli.device import missing_dependencies
+
+    assert missing_dependencies("no-such-distribution") == []  # a checkout that was never installed
 
 
 def test_unknown_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:

@@ -54,8 +54,12 @@ def missing_dependencies(dist: str = "pytest-vitperf") -> list[str]:
     import importlib.metadata
     import re
 
+    try:
+        requires = importlib.metadata.requires(dist) or []
+    except importlib.metadata.PackageNotFoundError:  # a checkout on PYTHONPATH, not installed: nothing to compare
+        return []
     out = []
-    for line in importlib.metadata.requires(dist) or []:
+    for line in requires:
         name = re.match(r"[A-Za-z0-9._-]+", line)
         if name is None or "extra ==" in line:
             continue
