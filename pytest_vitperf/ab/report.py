@@ -86,20 +86,30 @@ def two_states(states: Mapping[tuple[int, str], list[str]], gpu: str | None = No
     return [f"round {i} {side}{on}: {', '.join(f)}" for (i, side), f in sorted(states.items())]
 
 
-def round_time(work: Path) -> dict[str, WorkerRecord]:
-    """Per side, where a round's process spent its time: each field the median over the side's rounds, as the
-    processes recorded it in their JSON (the plugin's own clock, from its start)."""
+def _records(path: Path) -> tuple[WorkerRecord, list[WorkerRecord]] | None:
+    """A process's record of its time (machine_info.vitperf.process) and its xdist workers' (itself where it ran
+    none), as it wrote them in its JSON; None for an older plugin's JSON, or a process that wrote none."""
     from pytest_vitperf.core.files import read_json
     from pytest_vitperf.measure.measurement import BenchmarkJsonError
     from pytest_vitperf.workers import WorkerRecord
 
+    try:
+        vitperf = read_json(path, BenchmarkJsonError)["machine_info"]["vitperf"]
+        own = WorkerRecord(**vitperf["process"])
+        workers = [WorkerRecord(**w) for w in (vitperf.get("results") or {}).get("workers") or []]
+    except (BenchmarkJsonError, KeyError, TypeError, AttributeError):
+        return None
+    return own, workers or [own]
+
+
+def round_time(work: Path) -> dict[str, WorkerRecord]:
+    """Per side, where a round's process spent its time: each field the median over the side's rounds, as the
+    processes recorded it in their JSON (the plugin's own clock, from its start)."""
     records: dict[str, list[WorkerRecord]] = {}
     for side, path in _rounds(work):
-        try:
-            process = read_json(path, BenchmarkJsonError)["machine_info"]["vitperf"]["process"]
-            record = WorkerRecord(**process)
-        except (BenchmarkJsonError, KeyError, TypeError):
-            continue  # an older plugin's JSON, or a process that wrote none: no time to tell
+        if (found := _records(path)) is None:
+            continue
+        record = found[0]
         ended = path.with_suffix(ENDED)
         if ended.exists():  # from its results written to its exit: its summary, then the interpreter's shutdown
             record = replace(record, after_s=round(max(0.0, ended.stat().st_mtime - path.stat().st_mtime), 1))
@@ -127,22 +137,15 @@ def prepare_time(work: Path) -> dict[str, dict[str, Any]]:
     """Per side, its prepare's wall, its xdist workers (one process: itself), how many built nothing (a family is a
     worker's unit: a suite of fewer families leaves the rest idle) and the slowest one's record: what the first
     round waits for."""
-    from pytest_vitperf.core.files import read_json
-    from pytest_vitperf.measure.measurement import BenchmarkJsonError
-    from pytest_vitperf.workers import WorkerRecord
-
     out = {}
     for path in sorted(work.rglob("prepare-[AB].json")):
-        try:
-            vitperf = read_json(path, BenchmarkJsonError)["machine_info"]["vitperf"]
-            records = [WorkerRecord(**w) for w in vitperf["results"].get("workers") or [vitperf["process"]]]
-            wall = float(vitperf["process"]["wall_s"])
-        except (BenchmarkJsonError, KeyError, TypeError, AttributeError):
-            continue  # an older plugin's JSON: no time to tell
-        slowest = max(records, key=lambda w: w.wall_s)
+        if (found := _records(path)) is None:
+            continue
+        own, workers = found
         where = "" if path.parent == work else f" ({path.parent.relative_to(work)})"  # --gpus: a folder a GPU
-        idle = sum(not w.engines for w in records)
-        out[path.stem[-1] + where] = {"wall_s": wall, "workers": len(records), "idle": idle, "slowest": slowest}
+        out[path.stem[-1] + where] = {"wall_s": own.wall_s, "workers": len(workers),
+                                      "idle": sum(not w.engines for w in workers),
+                                      "slowest": max(workers, key=lambda w: w.wall_s)}  # fmt: skip
     return out
 
 
