@@ -283,7 +283,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         return None
     from pytest_vitperf.workers import make_scheduler, read_durations
 
-    return make_scheduler(config, log, read_durations(get_session(config).settings.cache_dir))
+    settings = get_session(config).settings
+    return make_scheduler(config, log, read_durations(settings.cache_dir), settings.build_apart)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

@@ -254,7 +254,7 @@ def modelled_s(scope: str) -> float:
 def unit_costs(units: dict[str, list[str]], recorded: dict[str, float]) -> dict[str, float]:
     """Each unit's seconds: its tests' as an earlier run recorded them, else modelled. Kept per test, so that a run
     of a few tests (-k) leaves the others' costs as they were."""
-    return {u: math.fsum(recorded.get(t, modelled_s(u)) for t in tests) for u, tests in units.items()}
+    return {u: math.fsum(recorded.get(t, modelled_s(scope_of(t))) for t in tests) for u, tests in units.items()}
 
 
 def deal(nodeids: list[str], shares: int) -> list[list[str]]:
@@ -319,16 +319,17 @@ def busy_line(busy_s: dict[str, float], wall_s: float) -> str:
     return f"placement: {each}, of {wall_s:.0f} s; units dealt longest first, by the durations in {DURATIONS}"
 
 
-def make_scheduler(config: Any, log: Any, recorded: dict[str, float]) -> Any:
-    """pytest-xdist's scope scheduler over units (scope_of), dealt longest first by their `recorded` or modelled
-    costs: each worker takes the next unit as it frees up, so the longest do not come last to one worker."""
+def make_scheduler(config: Any, log: Any, recorded: dict[str, float], apart: bool = False) -> Any:
+    """pytest-xdist's scope scheduler over units (scope_of; each test its own where its engine is built `apart`),
+    dealt longest first by their `recorded` or modelled costs: each worker takes the next unit as it frees up, so
+    the longest do not come last to one worker."""
     from xdist.scheduler import LoadScopeScheduling
 
     class FamilyScheduling(LoadScopeScheduling):
         ordered = False
 
         def _split_scope(self, nodeid: str) -> str:
-            return scope_of(nodeid)
+            return nodeid if apart else scope_of(nodeid)
 
         def _assign_work_unit(self, node: Any) -> None:
             if not self.ordered:  # the queue is complete at the first assignment

@@ -30,6 +30,28 @@ def test_one_run_measures_the_whole_family_in_rounds(suite: pytest.Pytester) -> 
     assert all("duration_ms" not in o for o in spec_options)  # block sampling's settings do not describe rounds
 
 
+def test_built_apart_each_test_builds_only_its_own_engine_in_whichever_worker_takes_it(suite: pytest.Pytester) -> None:
+    """vitperf ab's prepare: a test to an xdist worker, so one family's engines are built in both workers at once;
+    each test times its own engine once, and the speedups, with nothing beside them, skip saying why."""
+    pytest.importorskip("xdist")
+    out = suite.path / "bench.json"
+    args = ("--vitperf-precisions=fp16,bf16,fp32", "--vitperf-build-apart", f"--benchmark-json={out}", "-rs")
+    result = suite.runpytest(*FAST, *args, "-n", "2", "--vitperf-share-devices")
+    result.assert_outcomes(passed=1, skipped=2)  # FP16 is the reference: it compares itself with nothing
+    result.stdout.fnmatch_lines(["*vitperf workers (sharing the devices; each test on the worker that took it)*",
+                                 "SKIPPED*--vitperf-build-apart: each test's engine is built and timed apart, "
+                                 "fp16 not beside it"])  # fmt: skip
+    doc = json.loads(out.read_text())
+    workers = doc["machine_info"]["vitperf"]["results"]["workers"]
+    built = {w["worker"]: w["measured"] for w in workers}
+    assert len(built) == 2 and all(built.values()), built  # one family, and both workers built of it
+    assert sorted(m for ms in built.values() for m in ms) == [f"test_vit-{p}-b1" for p in ("bf16", "fp16", "fp32")]
+    assert all(w["engines"] == len(w["measured"]) for w in workers)  # no worker built a reference beside its own
+    runs = {b["options"]["rounds"]["run"] for b in doc["benchmarks"]}
+    assert len(doc["benchmarks"]) == 3 and len(runs) == 3  # each its own family run
+    assert all(b["fullname"].endswith(f"-{b['params']['precision']}]") for b in doc["benchmarks"])  # its own test's
+
+
 def test_a_long_family_says_which_round_it_is_in(suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     """Past pytest's capture, on the terminal: here after every round, as if each took longer than TELL_EVERY_S."""
     from pytest_vitperf.fixtures import family

@@ -75,3 +75,48 @@ def test_a_weights_digest_is_taken_once_and_never_outlives_the_weights_it_was_ta
             assert weights_digest(changed) != digest
     finally:
         reference.tensor_bytes = real  # type: ignore[assignment]
+
+
+def test_a_reference_on_a_device_is_the_models_fp32_output_and_leaves_tf32_as_it_was(tmp_path: Path) -> None:
+    """The device path, run on the CPU's own device: the weights copied, the model left where it is, and torch's
+    TF32 settings (the convolution's default is TF32) back as they were."""
+    from pytest_vitperf.engines.models.reference import on_device
+    from pytest_vitperf.engines.models.zoo import fixed_input
+
+    model, calls = counted()
+    x = fixed_input((2, 3, 224, 224))
+    flags = (torch.backends.cudnn.conv, torch.backends.cuda.matmul)
+    before = [f.fp32_precision for f in flags]
+    with torch.inference_mode():
+        eager = model(x).float()
+    out = on_device(model, x, "cpu")
+    assert out is not None and out.device.type == "cpu" and len(calls) == 2
+    torch.testing.assert_close(out, eager, rtol=1e-5, atol=1e-5)  # attention in its plain form: not bit for bit
+    assert [f.fp32_precision for f in flags] == before
+    assert all(p.device.type == "cpu" for p in model.parameters())
+    assert torch.equal(fp32_reference(model, NAME, 2, tmp_path, "cpu"), out)
+
+
+def test_a_model_that_cannot_run_on_the_device_is_said_once_and_computed_on_the_host(tmp_path: Path) -> None:
+    model, calls = counted()
+    model.register_forward_hook(lambda _m, _i, out: out + torch.zeros(1))  # a tensor outside its weights
+    flags = torch.backends.cuda.matmul.fp32_precision
+    with pytest.warns(UserWarning, match=r"^FP32 reference computed on the CPU: on meta it failed \(.*device.*\)$"):
+        out = fp32_reference(model, NAME, 2, tmp_path, "meta")
+    assert torch.equal(out, fp32_reference(model, NAME, 2, None)) and len(calls) == 3  # meta, the host, again
+    assert torch.backends.cuda.matmul.fp32_precision == flags
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU: the GPU's reference against the CPU's")
+def test_on_a_gpu_the_reference_is_the_cpus_fp32_not_tf32() -> None:
+    from pytest_vitperf.engines.models.reference import on_device
+    from pytest_vitperf.engines.models.zoo import fixed_input
+
+    model = build_model("vit_base_patch16_224")
+    x = fixed_input((4, 3, 224, 224))
+    with torch.inference_mode():
+        cpu = model(x).float()
+    gpu = on_device(model, x, "cuda")
+    assert gpu is not None
+    err = ((gpu - cpu).norm() / cpu.norm()).item()
+    assert err < 1e-5, f"relative error {err:.2e} against the CPU's FP32: TF32 reads about 1e-3"

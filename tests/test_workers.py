@@ -238,11 +238,13 @@ def test_a_worker_s_results_are_plain_data(tmp_path) -> None:
 
 # -- placement by cost ------------------------------------------------------------------------------------------
 def test_a_units_cost_is_its_tests_recorded_seconds_else_the_model() -> None:
-    units = {"vit_tiny_patch16_224-b64": ["f::t[a]", "f::t[b]"], "suites/test_gemms.py": ["g::t[x]"]}
+    a, b = (f"s/t.py::test[vit_tiny_patch16_224-b64-{p}]" for p in ("fp16", "bf16"))
+    units = {"vit_tiny_patch16_224-b64": [a, b], "suites/test_gemms.py": ["suites/test_gemms.py::t[x]"]}
     modelled = unit_costs(units, {})
     assert modelled == {"vit_tiny_patch16_224-b64": 2 * (ENGINE_S + 64 * IMAGE_S), "suites/test_gemms.py": TEST_S}
-    recorded = unit_costs(units, {"f::t[a]": 100.0, "g::t[x]": 0.5})  # one test of the family left to the model
+    recorded = unit_costs(units, {a: 100.0, "suites/test_gemms.py::t[x]": 0.5})  # one test of the family modelled
     assert recorded == {"vit_tiny_patch16_224-b64": 100.0 + ENGINE_S + 64 * IMAGE_S, "suites/test_gemms.py": 0.5}
+    assert unit_costs({b: [b]}, {}) == {b: ENGINE_S + 64 * IMAGE_S}  # a test its own unit (built apart): its engine
     assert scope_of("suites/test_gemms.py::test_gemm[x]") == "suites/test_gemms.py"
     assert scope_of("s/t.py::C::test[vit_tiny_patch16_224-b8-fp16]") == "vit_tiny_patch16_224-b8"
 

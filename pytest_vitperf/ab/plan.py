@@ -8,6 +8,7 @@ from pathlib import Path
 
 from pytest_vitperf.engines import INDUCTOR_PART, READY_PART, REPRODUCIBLE_PARTS
 from pytest_vitperf.options import (
+    BUILD_APART,
     BUILDS,
     COMPILE,
     FIRST_LOOK,
@@ -39,11 +40,13 @@ PROCESS_PLAN = (f"{BUILDS}=1", f"{ROUNDS}=10", f"{SLICE_MS}=100", f"{ROUNDS_AGRE
 # What a prepare process measures, after the suite's own arguments: what it builds is what the rounds use, and of
 # its measurements only which clock timed them (a CPU run's) and which tests make each row (--explain) are read. Two
 # rounds of short slices with no warm-up: the two prepares measured a round's 9 s each, on one GPU at once.
-PREPARE_PLAN = (f"{ROUNDS}=2", f"{ROUNDS_AGREE}=0", f"{SLICE_MS}=10", f"{WARMUP_MS}=0")
-# A prepare compiles its families in pytest-xdist workers, a family to a worker (workers.scope_of), each with this
-# many threads (Inductor's compile pool among them): a compile is mostly one Python thread (tracing, lowering), so
-# the host is used by compiling several engines at once. One process compiled 8 ViT-B engines in 82 s on a 16-core
-# H200 host, one after another (2026-12-02).
+# Each test's engine apart, a test to an xdist worker: with a family to a worker, the latency suite's two families
+# left two of four workers idle while the other two compiled 4 engines each, one after another (52-53 s of a 101 s
+# prepare; H200, 2026-12-03).
+PREPARE_PLAN = (f"{ROUNDS}=2", f"{ROUNDS_AGREE}=0", f"{SLICE_MS}=10", f"{WARMUP_MS}=0", BUILD_APART)
+# A prepare's xdist workers have this many threads each (Inductor's compile pool among them): a compile is mostly
+# one Python thread (tracing, lowering), so the host is used by compiling several engines at once. One process
+# compiled 8 ViT-B engines in 82 s on a 16-core H200 host, one after another (2026-12-02).
 PREPARE_THREADS = 2
 PREPARE_WORKER_GIB = 8.0  # host memory a prepare's worker may take: torch, a ViT-L's compile and calibration
 

@@ -49,6 +49,7 @@ class Settings:
     cold: bool = False
     gemm_hot: bool = False
     share_devices: bool = False
+    build_apart: bool = False  # each test builds only its own engine (vitperf ab's prepare)
     rounds: int = 20
     rounds_agree: float = 0.001  # above 0: rounds end once they agree this closely (measure.rounds.disagreement)
     first_look: int = 6  # a family with floors ends after this many rounds where they are all settled; 0: never

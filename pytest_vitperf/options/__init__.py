@@ -62,6 +62,7 @@ STRICT = "--vitperf-strict"
 COLD = "--vitperf-cold"
 KERNELS = "--vitperf-kernels"
 SHARE_DEVICES = "--vitperf-share-devices"
+BUILD_APART = "--vitperf-build-apart"
 ROUNDS = "--vitperf-rounds"
 ROUNDS_AGREE = "--vitperf-rounds-agree"
 FIRST_LOOK = "--vitperf-first-look"
@@ -345,6 +346,12 @@ FLAGS = (
         "time each GEMM on one set of operands, launched back to back, so that they stay in L2 where they fit: the "
         "in-cache number. By default a GEMM rotates over copies of its operands that hold more than twice the L2, "
         "as a deployed layer reads its weights from HBM. Hot rows are baselined apart (their model ends in -hot).",
+    ),
+    (
+        BUILD_APART,
+        "build each test's own engine apart from its family's (checked against FP32, timed briefly), a test to an "
+        "xdist worker: a family's engines then compile in several workers at once. Speedups skip, as nothing is "
+        "timed against its reference: what vitperf ab's prepare runs, to fill the cache its rounds load from.",
     ),
     (
         SHARE_DEVICES,

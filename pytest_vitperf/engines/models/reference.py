@@ -1,8 +1,9 @@
 """The FP32 reference: the FP32 model's output on the fixed input every engine runs, that an engine's output is
-compared with (`cos vs fp32`). Computed eagerly on the CPU, where FP32 is FP32 (a GPU would run the patch embedding's
-convolution in TF32 by default), once per cache folder: ViT-B/16 at batch 64 is about 1.1 TFLOP, which every fresh
-process (each of `vitperf ab`'s rounds) paid again on the share of the host's cores it holds. It is a reproducible
-part (`references/`), keyed by the weights, the input's shape and torch's version.
+compared with (`cos vs fp32`). Computed eagerly, on the run's GPU where there is one, with TF32 off for the
+convolution and the matmuls and attention in its plain form, so that FP32 is FP32; else on the CPU. ViT-B/16 at
+batch 64 is about 1.1 TFLOP: 15 s of a `vitperf ab` prepare's 101 s on its 2 CPU threads (H200 host, 2026-12-03).
+Once per cache folder: it is a reproducible part (`references/`), keyed by the weights, the input's shape and torch's
+version, that every later process (each of `vitperf ab`'s rounds) loads.
 """
 
 from __future__ import annotations
@@ -72,9 +73,12 @@ def hash_weights(h: Any, model: torch.nn.Module) -> None:
     h.update(weights_digest(model))
 
 
-def fp32_reference(model: torch.nn.Module, model_name: str, batch: int, cache_dir: Path | None) -> torch.Tensor:
-    """The FP32 model's output at `batch` on the fixed input: from the cache folder where an earlier process put it,
-    else computed now (and put there). A file that cannot be read is said in one warning and written over."""
+def fp32_reference(
+    model: torch.nn.Module, model_name: str, batch: int, cache_dir: Path | None, device: str | None = None
+) -> torch.Tensor:
+    """The FP32 model's output at `batch` on the fixed input, on the host: from the cache folder where an earlier
+    process put it, else computed now (on `device` where given: `on_device`) and put there. A file that cannot be
+    read is said in one warning and written over."""
     import torch
 
     from pytest_vitperf.engines.models.zoo import fixed_input, input_size
@@ -89,8 +93,10 @@ def fp32_reference(model: torch.nn.Module, model_name: str, batch: int, cache_di
             stored = _load(path)
             if stored is not None:
                 return stored
-    with torch.inference_mode():
-        out = model(x).float()
+    out = on_device(model, x, device) if device is not None else None
+    if out is None:
+        with torch.inference_mode():
+            out = model(x).float()
     if path is not None:
         from safetensors.torch import save
 
@@ -98,6 +104,33 @@ def fp32_reference(model: torch.nn.Module, model_name: str, batch: int, cache_di
 
         write_atomic(path, save({"output": out.contiguous()}))
     return out
+
+
+def on_device(model: torch.nn.Module, x: torch.Tensor, device: str) -> torch.Tensor | None:
+    """`model(x)` in FP32 on `device`, its weights copied there and the model left where it is, returned on the host;
+    None (said in one warning) where it cannot run there: out of memory, or a model that keeps a tensor outside its
+    parameters and buffers."""
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    cudnn: Any = torch.backends.cudnn  # conv and rnn together: torch refuses to read cuDNN's flag where they differ
+    flags = (cudnn.conv, cudnn.rnn, torch.backends.cuda.matmul)
+    before = [f.fp32_precision for f in flags]
+    try:
+        for f in flags:
+            f.fp32_precision = "ieee"  # the convolution's default is TF32
+        state = {**dict(model.named_parameters()), **dict(model.named_buffers())}
+        with torch.inference_mode(), sdpa_kernel(SDPBackend.MATH):
+            weights = {k: v.to(device) for k, v in state.items()}
+            return torch.func.functional_call(model, weights, (x.to(device),)).float().cpu()
+    except (RuntimeError, torch.OutOfMemoryError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        warnings.warn(f"FP32 reference computed on the CPU: on {device} it failed ({reason})", stacklevel=3)
+        return None
+    finally:
+        for f, was in zip(flags, before, strict=True):
+            f.fp32_precision = was
+        torch.cuda.empty_cache()
 
 
 def _load(path: Path) -> torch.Tensor | None:
