@@ -289,27 +289,34 @@ def test_the_rounds_open_rows_need_on_recorded_runs() -> None:
     assert rounds_to_decide(judge(pairs(rounds), threshold=0.05), threshold=0.05) == 0
 
 
-def test_a_family_run_in_two_states_is_not_judged() -> None:
+def test_a_process_alone_in_another_state_is_set_aside_and_several_leave_their_family_unjudged() -> None:
     """Real rounds (4x H200, 2026-11-28). Warm A/A, 12 rounds: round 7's B process ran every batch-1 row 5.7-7.3%
-    faster than B's others. It alone is found; the batch-1 rows are UNKNOWN (two states), the batch-64 rows judged
-    as they were (none SLOWER or FASTER). +1% on FP8, 4 rounds: batch-1 processes of both sides sat in either state,
-    where leaving the odd ones out would compare A's faster majority with B's slower one. A process moved by less
-    than STATE, or in only some rows of its family, is no other state."""
-    from pytest_vitperf.verdicts.ab import families_in, other_states
+    faster than B's others. It alone is found, and set aside: the batch-1 rows are judged on the other 11 rounds,
+    the batch-64 rows as they were (none SLOWER or FASTER). +1% on FP8, 4 rounds: batch-1 processes of both sides
+    sat in either state, where leaving the odd ones out would compare A's faster majority with B's slower one: those
+    rows are not judged. A process moved by less than STATE, or in only some rows of its family, is no other
+    state."""
+    from pytest_vitperf.verdicts.ab import other_states, states
 
     data = json.loads((Path(__file__).parent / "data" / "ab" / "h200-ab-latency-aa-2026-11-28.json").read_text())
     aa, delay = (recorded_rounds(data[run]) for run in ("aa", "delay1"))
     assert other_states(aa) == {(7, "B"): ["vit_base_patch16_224 b1"]}
-    rows = {(r.name.split(" ", 1)[1], r.what): r
-            for r in judge(pairs(aa), threshold=0.005, two_states=families_in(other_states(aa)))}  # fmt: skip
-    assert all(r.verdict == UNKNOWN and r.two_states for (name, _), r in rows.items() if name.endswith("b1"))
+    found = states(aa)
+    assert found.aside == {(7, "B"): ["vit_base_patch16_224 b1"]} and not found.mixed
+    assert all(" b1" not in n for n in found.kept[7][0]) and all(" b1" not in n for n in found.kept[7][1])
+    rows = {(r.name.split(" ", 1)[1], r.what): r for r in judge(pairs(found.kept), threshold=0.005)}
+    assert all(r.rounds == 11 and not r.two_states for (name, _), r in rows.items() if name.endswith("b1"))
     plain = {(r.name.split(" ", 1)[1], r.what): r for r in judge(pairs(aa), threshold=0.005)}
     assert all(rows[k] == plain[k] for k in rows if k[0].endswith("b64"))
     assert {r.verdict for r in rows.values()} == {SAME, UNKNOWN}
-    assert "**UNKNOWN** (two states)" in "\n".join(markdown(list(rows.values()), {"a": "a", "b": "b", "device": "GPU",
-                                                   "threshold": 0.005, "confidence": 0.95, "rounds": 12}))  # fmt: skip
-    assert {side for side, found in ((s, f) for (_, s), f in other_states(delay).items()) if found} == {"A", "B"}
-    assert families_in(other_states(delay)) == {"vit_base_patch16_224 b1"}
+    assert states(aa, lone=0).mixed == {"vit_base_patch16_224 b1"}  # as it was judged until one was set aside
+    mixed = states(delay)
+    assert {side for (_, side), found in mixed.found.items() if found} == {"A", "B"}
+    assert mixed.mixed == {"vit_base_patch16_224 b1"} and not mixed.aside and mixed.kept == delay
+    unjudged = judge(pairs(delay), threshold=0.005, two_states=mixed.mixed)
+    assert all(r.verdict == UNKNOWN and r.two_states for r in unjudged if r.name.endswith("b1"))
+    assert "**UNKNOWN** (two states)" in "\n".join(markdown(unjudged, {"a": "a", "b": "b", "device": "GPU",
+                                                   "threshold": 0.005, "confidence": 0.95, "rounds": 4}))  # fmt: skip
     moved = [(a, {k: Side(v.median_ms * (0.95 if "fp16" in k or "bf16" in k else 1.0)) for k, v in b.items()})
              if i == 3 else (a, b) for i, (a, b) in enumerate(aa[:7])]  # fmt: skip
     assert other_states(moved) == {}  # two of four rows moved: not a state of the process

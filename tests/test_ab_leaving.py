@@ -34,6 +34,7 @@ from pytest_vitperf.verdicts.ab import (
     sequential,
     settled,
     spent,
+    states,
     still_measured,
 )
 from pytest_vitperf.verdicts.stats import Interval
@@ -299,6 +300,31 @@ def test_the_replay_of_a_live_h200_a_a_and_plus_one_percent_after_the_main_job()
     assert set(data["delay1_verdicts"].values()) == {"SAME", "SLOWER", "UNKNOWN"}
     assert list(data["aa_verdicts"].values()).count("SAME") == 10
     assert not {"SLOWER", "FASTER"} & set(data["aa_verdicts"].values())
+
+
+def test_the_replay_of_a_live_h200_a_a_whose_one_process_ran_batch_64_in_another_state() -> None:
+    """Real rounds (H200, 2026-12-03, cold, code 13cef9c: the prepares built each test's engine apart, round 1 at
+    1 min 36 s). The A/A's round 4 B process ran the batch-64 family 4-7% faster, at 1957 MHz where every other ran
+    at 1800-1815: live, its 7 rows went unjudged (two states) and the run ended at 6 rounds with 7 SAME. Set aside
+    as the one process in another state, the batch-64 rows are judged on the other 5 rounds (open: the live run,
+    with them open, would have gone on). +1% on FP8 (8 rounds, 4 min 47 s): FP8's four rows SLOWER and the other 10
+    SAME, live and in the replay."""
+    data = json.loads((DATA / "ab" / "h200-ab-latency-built-apart-2026-12-03.json").read_text())
+    aa, delay = recorded_rounds(data["aa"]), recorded_rounds(data["delay1"])
+    live = data["aa_verdicts"]
+    assert [k for k, v in live.items() if v == "UNKNOWN (two states)"] == [k for k in live if " b64 " in k]
+    as_live = sequential(aa, threshold=0.005, lone=0)  # as the run judged: nothing set aside
+    assert {f"{r.name} | {r.what}": r.verdict + " (two states)" * r.two_states for r in as_live} == live
+    replayed = {f"{r.name} | {r.what}": r for r in sequential(aa, threshold=0.005)}
+    assert {k: r.verdict for k, r in replayed.items() if " b1 " in k} == {k: v for k, v in live.items() if " b1 " in k}
+    assert all(r.rounds == 5 and not r.two_states for k, r in replayed.items() if " b64 " in k and r.rounds > 4)
+    assert not {"SLOWER", "FASTER"} & {r.verdict for r in replayed.values()}
+    assert states(aa).aside == {(4, "B"): ["vit_base_patch16_224 b64"]}
+    rows = sequential(delay, threshold=0.005)
+    assert {f"{r.name} | {r.what}": r.verdict for r in rows} == data["delay1_verdicts"]
+    slower = {k for k, v in data["delay1_verdicts"].items() if v == "SLOWER"}
+    assert slower == {f"vit_base_patch16_224 fp8 b{b} | {w}" for b in (1, 64) for w in (LATENCY, SPEEDUP)}
+    assert list(data["delay1_verdicts"].values()).count("SAME") == 10
 
 
 def test_the_replay_of_three_live_h200_a_as_at_20_rounds_a_process() -> None:

@@ -76,7 +76,7 @@ def _rounds(folder: Path, count: int, args: argparse.Namespace) -> list[tuple[Pr
 
 
 def split_over_gpus(commands: dict[str, list[str]], work: Path, args: argparse.Namespace) -> int:
-    from pytest_vitperf.verdicts.ab import Row, other_states
+    from pytest_vitperf.verdicts.ab import Row, states
     from pytest_vitperf.workers import deal
 
     gpus = gpu_list(args.gpus)
@@ -104,11 +104,13 @@ def split_over_gpus(commands: dict[str, list[str]], work: Path, args: argparse.N
         judged: list[Row] = []
         rounds, looks = 0, 1
         odd: list[str] = []  # the processes that ran a family in two states, and those families
+        aside: list[str] = []  # and those set aside, alone in another state
         for gpu, _ in started:
             ran = json.loads((work / f"gpu{gpu}.json").read_text())
             rounds, looks = max(rounds, ran["rounds"]), max(looks, ran["looks"])
             judged += [replace(Row.from_dict(r), gpu=gpu) for r in ran["rows"]]
-            odd += two_states(other_states(_rounds(work / f"gpu{gpu}", ran["rounds"], args)), gpu)
+            found = two_states(states(_rounds(work / f"gpu{gpu}", ran["rounds"], args)), gpu)
+            odd, aside = odd + found[0], aside + found[1]
     except processes.Interrupted as exc:
         print(f"vitperf ab: {exc}, and every process it started has ended. Each GPU's rounds are kept in {work}; "
               f"resume with: {again(args, resume=True)}", file=sys.stderr)  # fmt: skip
@@ -123,4 +125,4 @@ def split_over_gpus(commands: dict[str, list[str]], work: Path, args: argparse.N
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     child.wait(timeout=60)
                 processes.end(child)
-    return report(judged, f"GPUs {', '.join(g for g, _ in started)}", rounds, looks, work, args, odd=odd)
+    return report(judged, f"GPUs {', '.join(g for g, _ in started)}", rounds, looks, work, args, odd=odd, aside=aside)

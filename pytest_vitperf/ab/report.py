@@ -16,7 +16,7 @@ from pytest_vitperf.ab.turns import ENDED
 from pytest_vitperf.engines import INDUCTOR_PART, READY_PART
 
 if TYPE_CHECKING:
-    from pytest_vitperf.verdicts.ab import Row
+    from pytest_vitperf.verdicts.ab import Row, States
     from pytest_vitperf.workers import WorkerRecord
 
 
@@ -79,11 +79,15 @@ def ready_line(ready: dict[str, dict[str, list[str]]], loads: Sequence[Sequence[
     return ["", f"Ready engines: every round of a side ran its side's one build of each of {len(rows)} rows{took}"]
 
 
-def two_states(states: Mapping[tuple[int, str], list[str]], gpu: str | None = None) -> list[str]:
-    """The processes that verdicts.ab.other_states found, as 'round R SIDE: MODEL bBATCH', with their GPU where the
-    run was split over GPUs."""
+def two_states(found: States, gpu: str | None = None) -> tuple[list[str], list[str]]:
+    """The processes in another state (verdicts.ab.states), as 'round R SIDE: MODEL bBATCH' with their GPU where the
+    run was split over GPUs: those whose families ran in two states (not judged), and those set aside."""
     on = f" (GPU {gpu})" if gpu is not None else ""
-    return [f"round {i} {side}{on}: {', '.join(f)}" for (i, side), f in sorted(states.items())]
+
+    def named(by: Mapping[tuple[int, str], list[str]]) -> list[str]:
+        return [f"round {i} {side}{on}: {', '.join(f)}" for (i, side), f in sorted(by.items()) if f]
+
+    return named({k: [f for f in fs if f in found.mixed] for k, fs in found.found.items()}), named(found.aside)
 
 
 def _records(path: Path) -> tuple[WorkerRecord, list[WorkerRecord]] | None:
@@ -183,7 +187,8 @@ def open_rows_line(
 
 
 def report(rows: list[Row], device: str, rounds: int, looks: int, work: Path, args: argparse.Namespace,
-           explained: dict[str, Any] | None = None, odd: Sequence[str] = ()) -> int:  # fmt: skip
+           explained: dict[str, Any] | None = None, odd: Sequence[str] = (),
+           aside: Sequence[str] = ()) -> int:  # fmt: skip
     """The table (and --explain's findings) on stdout, --markdown, --json and --export written; the exit code of
     the verdicts."""
     from pytest_vitperf.ab.explain import as_json
@@ -199,6 +204,8 @@ def report(rows: list[Row], device: str, rounds: int, looks: int, work: Path, ar
     lines += time_lines(times, prepares) if times or prepares else []
     lines += ["", f"Not judged, their families run in two states (every row {STATE:.0%} or more one way from the "
               f"side's medians): {'; '.join(odd)}"] if odd else []  # fmt: skip
+    lines += ["", f"Set aside, alone in another state (every row {STATE:.0%} or more one way from the side's medians; "
+              f"its round left out of that family's rows): {'; '.join(aside)}"] if aside else []  # fmt: skip
     lines += ["", *explanations(explained)] if explained else []
     print("\n".join(lines))
     code = exit_code(rows)
@@ -209,7 +216,7 @@ def report(rows: list[Row], device: str, rounds: int, looks: int, work: Path, ar
                                       "round_time": {side: asdict(w) for side, w in times.items()},
                                       "prepare_time": {side: {**p, "slowest": asdict(p["slowest"])}
                                                        for side, p in prepares.items()},
-                                      "other_states": list(odd), **why},
+                                      "other_states": list(odd), "set_aside": list(aside), **why},
                                      indent=1),
                args.export: json.dumps(github_action_benchmark(rows), indent=1)}  # fmt: skip
     for path, text in outputs.items():

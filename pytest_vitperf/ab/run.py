@@ -40,13 +40,12 @@ from pytest_vitperf.ab.turns import (
 from pytest_vitperf.core import processes
 from pytest_vitperf.verdicts.ab import (
     BLOCK,
-    families_in,
     judge,
     more_rounds,
     order,
-    other_states,
     pairs,
     settled,
+    states,
     still_measured,
 )
 
@@ -237,8 +236,9 @@ def _run(
     block: list[tuple[Process, Process]] = []  # the rounds of the block running, as they end
 
     def judged(so_far: list[tuple[Process, Process]], look: int) -> list[Row]:
-        return judge(pairs(so_far), threshold=args.threshold, confidence=args.confidence, look=look,
-                     two_states=families_in(other_states(so_far)), decided=settled(rows))  # fmt: skip
+        found = states(so_far)
+        return judge(pairs(found.kept), threshold=args.threshold, confidence=args.confidence, look=look,
+                     two_states=found.mixed, decided=settled(rows))  # fmt: skip
 
     def ended(i: int, pair: tuple[Process, Process]) -> None:  # a block's last round is told once it has been judged
         block.append(pair)
@@ -345,4 +345,5 @@ def run(args: argparse.Namespace) -> int:
     device = f"GPU {args.gpu}" if args.gpu is not None else "the default device"
     from pytest_vitperf.ab.report import report, two_states
 
-    return report(rows, device, len(rounds), looks, work, args, explained, two_states(other_states(rounds)))
+    odd, aside = two_states(states(rounds))
+    return report(rows, device, len(rounds), looks, work, args, explained, odd, aside)

@@ -146,6 +146,46 @@ def other_states(rounds: Sequence[tuple[Process, Process]]) -> dict[tuple[int, s
     return out
 
 
+LONE = 1  # the most processes of a family in another state that are set aside rather than leave it unjudged
+
+
+@dataclass(frozen=True)
+class States:
+    """What other_states found, as the verdicts use it: a family with no more than LONE processes in another state
+    has their rounds of it set aside (`aside`, (round, side) -> ['MODEL bBATCH', ...]; `kept` is the rounds without
+    them); one with more ran in two states (`mixed`): its rows are not judged."""
+
+    kept: list[tuple[Process, Process]]
+    mixed: set[str]
+    aside: dict[tuple[int, str], list[str]]
+    found: dict[tuple[int, str], list[str]]  # other_states' own
+
+
+def states(rounds: Sequence[tuple[Process, Process]], lone: int = LONE) -> States:
+    """The rounds as the verdicts take them (States). One process in another state is as likely either side's in
+    an A/A, and the pair of its round is left out of that family whichever side it is: nothing of B against A is
+    lost but that round. An H200 ran one process of 12 (the latency suite's A/A, 2026-12-03: its batch-64 family
+    4-7% faster, at 1957 MHz where the others ran at 1800-1815 under the power cap), whose family's rows, unjudged,
+    took 7 of the run's 14. Several such processes are a mixture that setting aside would turn into one side's
+    majority against the other's: they stay unjudged."""
+    found = other_states(rounds)
+    counts: dict[str, int] = {}
+    for families in found.values():
+        for f in families:
+            counts[f] = counts.get(f, 0) + 1
+    mixed = {f for f, n in counts.items() if n > lone}
+    aside = {k: kept for k, families in found.items() if (kept := [f for f in families if f not in mixed])}
+    out = []
+    for i, (a, b) in enumerate(rounds):
+        gone = {f for side in "AB" for f in aside.get((i, side), ())}
+        out.append((_without(a, gone), _without(b, gone)) if gone else (a, b))
+    return States(out, mixed, aside, found)
+
+
+def _without(process: Process, families: Collection[str]) -> Process:
+    return {n: s for n, s in process.items() if family_of(n) not in families}
+
+
 def pairs(rounds: Sequence[tuple[Process, Process]]) -> dict[tuple[str, str], list[Pair]]:
     """Each row's (A, B) pair per round, keyed by (name, what); a row missing on either side of a round is left out
     of that round. Speedups over FP16 come from each process's own fp16 row of the same model and batch (names
@@ -247,11 +287,6 @@ def still_measured(rows: Iterable[Row]) -> set[str]:
     return names | {f"{model} fp16 {batch}" for model, _, batch in (n.rsplit(" ", 2) for n in names)}
 
 
-def families_in(states: Mapping[tuple[int, str], list[str]]) -> set[str]:
-    """The families that other_states found in two states."""
-    return {f for found in states.values() for f in found}
-
-
 def sequential(
     rounds: Sequence[tuple[Process, Process]],
     *,
@@ -259,6 +294,7 @@ def sequential(
     confidence: float = CONFIDENCE,
     first: int = BLOCK,
     step: int = BLOCK,
+    lone: int = LONE,
 ) -> list[Row]:
     """The rows as a run would judge `rounds` (recorded with every row in every round): a look after the first
     `first` rounds and after every `step` after them, each decided row leaving the later rounds (its data there is
@@ -272,8 +308,9 @@ def sequential(
         for a, b in rounds[begin:end]:
             kept.append((a, b) if names is None else (_only(a, names), _only(b, names)))
         look, begin = look + 1, end
-        rows = judge(pairs(kept), threshold=threshold, confidence=confidence, look=look,
-                     two_states=families_in(other_states(kept)), decided=settled(rows))  # fmt: skip
+        found = states(kept, lone)
+        rows = judge(pairs(found.kept), threshold=threshold, confidence=confidence, look=look,
+                     two_states=found.mixed, decided=settled(rows))  # fmt: skip
         if not any(r.open for r in rows):
             break
     return rows
