@@ -411,3 +411,32 @@ def test_the_replay_of_the_nightly_sets_first_a_a_on_an_h200() -> None:
     # a wider threshold decides more of the same block (docs/options.md, "The nightly set"), and none wrongly
     wider = [[r.verdict for r in sequential(rounds, threshold=t)] for t in (0.006, 0.0075, 0.01)]
     assert [v.count("SAME") for v in wider] == [57, 75, 93] and all(set(v) == {"SAME", "UNKNOWN"} for v in wider)
+
+
+def test_the_report_names_the_process_set_aside_and_those_whose_family_is_unjudged(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Real rounds: today's A/A (H200, 2026-12-03), one process in another state, set aside; +1% on FP8 of
+    2026-11-28, batch-1 processes of both sides in either state, unjudged. Each is named under the table and in the
+    JSON, under its own heading."""
+    from pytest_vitperf.ab.report import report, two_states
+
+    args = argparse.Namespace(a="python3", b="python3", threshold=0.005, confidence=0.95, pytest_args=[], markdown=None,
+                              reuse_compiles=False, export=None, store=None, json=tmp_path / "aa.json")  # fmt: skip
+    aa = recorded_rounds(json.loads((DATA / "ab" / "h200-ab-latency-built-apart-2026-12-03.json").read_text())["aa"])
+    odd, aside = two_states(states(aa))
+    assert (odd, aside) == ([], ["round 4 B: vit_base_patch16_224 b64"])
+    report(sequential(aa, threshold=0.005), "GPU 0", len(aa), 2, tmp_path, args, None, odd, aside)
+    out = capsys.readouterr().out
+    assert "Set aside, alone in another state (every row 3% or more one way from the side's medians; its round left " \
+           "out of that family's rows): round 4 B: vit_base_patch16_224 b64" in out and "Not judged" not in out
+    assert json.loads(args.json.read_text())["set_aside"] == aside
+    mixed = recorded_rounds(json.loads((DATA / "ab" / "h200-ab-latency-aa-2026-11-28.json").read_text())["delay1"])
+    odd, aside = two_states(states(mixed), gpu="1")
+    assert odd and not aside and all(p.endswith("(GPU 1): vit_base_patch16_224 b1") for p in odd)
+    rows = sequential(mixed, threshold=0.005)
+    report(rows, "GPU 1", len(mixed), 1, tmp_path, args, None, odd, aside)
+    out = capsys.readouterr().out
+    assert "Not judged, their families run in two states" in out and "Set aside" not in out
+    assert json.loads(args.json.read_text())["other_states"] == odd
+    assert all(r.two_states for r in rows if r.name.endswith(" b1"))
