@@ -253,7 +253,7 @@ class VitperfSession:
             from pytest_vitperf.engines.models.reference import fp32_reference
 
             model = self.model(engine.model_name)
-            on = "cuda" if self.device.sm is not None else None  # this process's GPU (pin_gpu): cuda:0
+            on = self.device.torch_device if self.device.sm is not None else None  # the engines' GPU
             self._references[key] = fp32_reference(model, engine.model_name, engine.batch, self.settings.cache_dir, on)
         return self._references[key]
 

@@ -116,8 +116,8 @@ def other_states(rounds: Sequence[tuple[Process, Process]]) -> dict[tuple[int, s
     bBATCH', ...]: every row of the family (two or more) at least STATE from its side's median over the rounds, all
     the same way. On H200s a process's batch-1 latencies sat in one of two states about 6% apart, every precision
     together, and its speedups moved by up to 1.6% (2026-11-28): 1 process of 24 in one A/A, 6 of 10 in another run.
-    Such a family breaks what the intervals assume (one spread per row), and leaving the odd processes out would
-    compare one side's majority state with the other's: its rows are not judged (judge's `two_states`). A family
+    Such a process breaks what the intervals assume (one spread per row): `states` sets one aside, and leaves a
+    family with several unjudged (judge's `two_states`). A family
     that the round's other process ran as far the same way is not counted: the round's pair cancels what the two
     shared (DINOv2 at batch 16 ran 4% faster in both processes of one round on an H200, 2026-12-03)."""
     if len(rounds) < 3:
