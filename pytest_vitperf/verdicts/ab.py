@@ -167,7 +167,9 @@ def states(rounds: Sequence[tuple[Process, Process]], lone: int = LONE) -> State
     lost but that round. An H200 ran one process of 12 (the latency suite's A/A, 2026-12-03: its batch-64 family
     4-7% faster, at 1957 MHz where the others ran at 1800-1815 under the power cap), whose family's rows, unjudged,
     took 7 of the run's 14. Several such processes are a mixture that setting aside would turn into one side's
-    majority against the other's: they stay unjudged."""
+    majority against the other's: where states are common, a side's median sits in either, or between them, and
+    only the processes beyond it are found (a +1% run of 4 rounds, 2026-11-28: one each side found, where A's
+    processes ran mostly in the faster state and B's in the slower). They stay unjudged."""
     found = other_states(rounds)
     counts: dict[str, int] = {}
     for families in found.values():
