@@ -73,8 +73,7 @@ class VitperfSession:
         self.cache_notes: list[str] = []  # compiled parts of the cache folder moved aside, said in the header
         self.lost_workers: list[str] = []  # on the controller: workers that went down, taking their results along
         self.gpu_index = 0  # among the GPUs the run was started with; a pinned worker sees its own as cuda:0
-        # (model, batch, backend, the test's precision where built apart, else "") -> what its rounds gave
-        self.families: dict[tuple[str, int, str, str], FamilyRun] = {}
+        self.families: dict[tuple[str, int, str, str], FamilyRun] = {}  # (model, batch, backend, own if apart)
         self.members_of: dict[tuple[str, int], dict[str, str]] = {}  # (model, batch) -> precision -> test node id
         self.floors_judged = 0  # floors the collected tests will judge: they share the run's confidence
         self.machine_info: dict[str, Any] | None = None  # pytest-benchmark's, gathered before the turn
@@ -252,8 +251,7 @@ class VitperfSession:
         if key not in self._references:
             from pytest_vitperf.engines.models.reference import fp32_reference
 
-            model = self.model(engine.model_name)
-            on = self.device.torch_device if self.device.sm is not None else None  # the engines' GPU
+            model, on = self.model(engine.model_name), self.device.torch_device  # where the engines run
             self._references[key] = fp32_reference(model, engine.model_name, engine.batch, self.settings.cache_dir, on)
         return self._references[key]
 

@@ -320,9 +320,8 @@ def busy_line(busy_s: dict[str, float], wall_s: float) -> str:
 
 
 def make_scheduler(config: Any, log: Any, recorded: dict[str, float], apart: bool = False) -> Any:
-    """pytest-xdist's scope scheduler over units (scope_of; each test its own where its engine is built `apart`),
-    dealt longest first by their `recorded` or modelled costs: each worker takes the next unit as it frees up, so
-    the longest do not come last to one worker."""
+    """pytest-xdist's scope scheduler over units (scope_of; each test where built `apart`), longest first by their
+    `recorded` or modelled costs: each worker takes the next as it frees up, so the longest do not come last."""
     from xdist.scheduler import LoadScopeScheduling
 
     class FamilyScheduling(LoadScopeScheduling):

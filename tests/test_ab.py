@@ -292,7 +292,8 @@ def test_the_rounds_open_rows_need_on_recorded_runs() -> None:
 def test_a_process_alone_in_another_state_is_set_aside_and_several_leave_their_family_unjudged() -> None:
     """Real rounds (4x H200, 2026-11-28). Warm A/A, 12 rounds: round 7's B process ran every batch-1 row 5.7-7.3%
     faster than B's others. It alone is found, and set aside: the batch-1 rows are judged on the other 11 rounds,
-    the batch-64 rows as they were (none SLOWER or FASTER). +1% on FP8, 4 rounds: batch-1 processes of both sides
+    the batch-64 rows as they were (none SLOWER or FASTER; the spread their intervals borrow from every row's is
+    narrower without that round). +1% on FP8, 4 rounds: batch-1 processes of both sides
     sat in either state, where leaving the odd ones out would compare A's faster majority with B's slower one: those
     rows are not judged. A process moved by less than STATE, or in only some rows of its family, is no other
     state."""
@@ -307,7 +308,10 @@ def test_a_process_alone_in_another_state_is_set_aside_and_several_leave_their_f
     rows = {(r.name.split(" ", 1)[1], r.what): r for r in judge(pairs(found.kept), threshold=0.005)}
     assert all(r.rounds == 11 and not r.two_states for (name, _), r in rows.items() if name.endswith("b1"))
     plain = {(r.name.split(" ", 1)[1], r.what): r for r in judge(pairs(aa), threshold=0.005)}
-    assert all(rows[k] == plain[k] for k in rows if k[0].endswith("b64"))
+    def seen(r: Row) -> tuple[str, float | None]:  # the spread a row borrows is every row's: it moves, these do not
+        return r.verdict, r.interval.estimate if r.interval else None
+
+    assert all(seen(rows[k]) == seen(plain[k]) for k in rows if k[0].endswith("b64"))
     assert {r.verdict for r in rows.values()} == {SAME, UNKNOWN}
     assert states(aa, lone=0).mixed == {"vit_base_patch16_224 b1"}  # as it was judged until one was set aside
     mixed = states(delay)

@@ -347,12 +347,8 @@ FLAGS = (
         "in-cache number. By default a GEMM rotates over copies of its operands that hold more than twice the L2, "
         "as a deployed layer reads its weights from HBM. Hot rows are baselined apart (their model ends in -hot).",
     ),
-    (
-        BUILD_APART,
-        "build each test's own engine apart from its family's (checked against FP32, timed briefly), a test to an "
-        "xdist worker: a family's engines then compile in several workers at once. Speedups skip, as nothing is "
-        "timed against its reference: what vitperf ab's prepare runs, to fill the cache its rounds load from.",
-    ),
+    (BUILD_APART, "each test builds, checks and briefly times only its own engine, a test to an xdist worker, so a "
+                  "family's engines compile at once; speedups skip. What vitperf ab's prepare runs."),
     (
         SHARE_DEVICES,
         "let more xdist workers run than there are GPUs (or more than one on a CPU): they then share a device and time "

@@ -77,8 +77,8 @@ def fp32_reference(
     model: torch.nn.Module, model_name: str, batch: int, cache_dir: Path | None, device: str | None = None
 ) -> torch.Tensor:
     """The FP32 model's output at `batch` on the fixed input, on the host: from the cache folder where an earlier
-    process put it, else computed now (on `device` where given: `on_device`) and put there. A file that cannot be
-    read is said in one warning and written over."""
+    process put it, else computed now (on `device` where it is a GPU: `on_device`) and put there. A file that cannot
+    be read is said in one warning and written over."""
     import torch
 
     from pytest_vitperf.engines.models.zoo import fixed_input, input_size
@@ -93,7 +93,7 @@ def fp32_reference(
             stored = _load(path)
             if stored is not None:
                 return stored
-    out = on_device(model, x, device) if device is not None else None
+    out = on_device(model, x, device) if device not in (None, "cpu") else None  # eager on the CPU, as it always was
     if out is None:
         with torch.inference_mode():
             out = model(x).float()
