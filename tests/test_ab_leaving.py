@@ -419,12 +419,12 @@ def test_the_report_names_the_process_set_aside_and_those_whose_family_is_unjudg
     """Real rounds: today's A/A (H200, 2026-12-03), one process in another state, set aside; +1% on FP8 of
     2026-11-28, batch-1 processes of both sides in either state, unjudged. Each is named under the table and in the
     JSON, under its own heading."""
-    from pytest_vitperf.ab.report import report, two_states
+    from pytest_vitperf.ab.report import processes_in_states, report
 
     args = argparse.Namespace(a="python3", b="python3", threshold=0.005, confidence=0.95, pytest_args=[], markdown=None,
                               reuse_compiles=False, export=None, store=None, json=tmp_path / "aa.json")  # fmt: skip
     aa = recorded_rounds(json.loads((DATA / "ab" / "h200-ab-latency-built-apart-2026-12-03.json").read_text())["aa"])
-    odd, aside = two_states(states(aa))
+    odd, aside = processes_in_states(states(aa))
     assert (odd, aside) == ([], ["round 4 B: vit_base_patch16_224 b64"])
     report(sequential(aa, threshold=0.005), "GPU 0", len(aa), 2, tmp_path, args, None, odd, aside)
     out = capsys.readouterr().out
@@ -432,7 +432,7 @@ def test_the_report_names_the_process_set_aside_and_those_whose_family_is_unjudg
            "out of that family's rows): round 4 B: vit_base_patch16_224 b64" in out and "Not judged" not in out
     assert json.loads(args.json.read_text())["set_aside"] == aside
     mixed = recorded_rounds(json.loads((DATA / "ab" / "h200-ab-latency-aa-2026-11-28.json").read_text())["delay1"])
-    odd, aside = two_states(states(mixed), gpu="1")
+    odd, aside = processes_in_states(states(mixed), gpu="1")
     assert odd and not aside and all(p.endswith("(GPU 1): vit_base_patch16_224 b1") for p in odd)
     rows = sequential(mixed, threshold=0.005)
     report(rows, "GPU 1", len(mixed), 1, tmp_path, args, None, odd, aside)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_vitperf.ab.plan import host_prepare_workers, suite_args
-from pytest_vitperf.ab.report import report, two_states
+from pytest_vitperf.ab.report import processes_in_states, report
 from pytest_vitperf.ab.turns import again, recorded
 from pytest_vitperf.core import processes
 
@@ -109,7 +109,7 @@ def split_over_gpus(commands: dict[str, list[str]], work: Path, args: argparse.N
             ran = json.loads((work / f"gpu{gpu}.json").read_text())
             rounds, looks = max(rounds, ran["rounds"]), max(looks, ran["looks"])
             judged += [replace(Row.from_dict(r), gpu=gpu) for r in ran["rows"]]
-            found = two_states(states(_rounds(work / f"gpu{gpu}", ran["rounds"], args)), gpu)
+            found = processes_in_states(states(_rounds(work / f"gpu{gpu}", ran["rounds"], args)), gpu)
             odd, aside = odd + found[0], aside + found[1]
     except processes.Interrupted as exc:
         print(f"vitperf ab: {exc}, and every process it started has ended. Each GPU's rounds are kept in {work}; "

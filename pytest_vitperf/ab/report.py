@@ -79,7 +79,7 @@ def ready_line(ready: dict[str, dict[str, list[str]]], loads: Sequence[Sequence[
     return ["", f"Ready engines: every round of a side ran its side's one build of each of {len(rows)} rows{took}"]
 
 
-def two_states(found: States, gpu: str | None = None) -> tuple[list[str], list[str]]:
+def processes_in_states(found: States, gpu: str | None = None) -> tuple[list[str], list[str]]:
     """The processes in another state (verdicts.ab.states), as 'round R SIDE: MODEL bBATCH' with their GPU where the
     run was split over GPUs: those whose families ran in two states (not judged), and those set aside."""
     on = f" (GPU {gpu})" if gpu is not None else ""

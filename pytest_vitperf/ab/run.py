@@ -343,7 +343,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         progress.close()
     device = f"GPU {args.gpu}" if args.gpu is not None else "the default device"
-    from pytest_vitperf.ab.report import report, two_states
+    from pytest_vitperf.ab.report import processes_in_states, report
 
-    odd, aside = two_states(states(rounds))
+    odd, aside = processes_in_states(states(rounds))
     return report(rows, device, len(rounds), looks, work, args, explained, odd, aside)
