@@ -300,8 +300,8 @@ def _workers(tr: Any, session: VitperfSession) -> None:
         from pytest_vitperf.workers import busy_line, worker_summary
 
         where = "sharing the devices" if session.settings.share_devices else "one GPU each"
-        unit = "each test on the worker that took it" if session.settings.build_apart else \
-            "each family of a model and batch on one worker"
+        unit = ("each test on the worker that took it" if session.settings.build_apart
+                else "each family of a model and batch on one worker")  # fmt: skip
         tr.write_sep("-", f"vitperf workers ({where}; {unit})")
         for line in worker_summary(session.workers):
             tr.write_line(line)

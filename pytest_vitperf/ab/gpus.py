@@ -109,8 +109,9 @@ def split_over_gpus(commands: dict[str, list[str]], work: Path, args: argparse.N
             ran = json.loads((work / f"gpu{gpu}.json").read_text())
             rounds, looks = max(rounds, ran["rounds"]), max(looks, ran["looks"])
             judged += [replace(Row.from_dict(r), gpu=gpu) for r in ran["rows"]]
-            found = processes_in_states(states(_rounds(work / f"gpu{gpu}", ran["rounds"], args)), gpu)
-            odd, aside = odd + found[0], aside + found[1]
+            unjudged, set_aside = processes_in_states(states(_rounds(work / f"gpu{gpu}", ran["rounds"], args)), gpu)
+            odd += unjudged
+            aside += set_aside
     except processes.Interrupted as exc:
         print(f"vitperf ab: {exc}, and every process it started has ended. Each GPU's rounds are kept in {work}; "
               f"resume with: {again(args, resume=True)}", file=sys.stderr)  # fmt: skip

@@ -138,9 +138,9 @@ def round_time(work: Path) -> dict[str, WorkerRecord]:
 
 
 def prepare_time(work: Path) -> dict[str, dict[str, Any]]:
-    """Per side, its prepare's wall, its xdist workers (one process: itself), how many built nothing (a family is a
-    worker's unit: a suite of fewer families leaves the rest idle) and the slowest one's record: what the first
-    round waits for."""
+    """Per side, its prepare's wall, its xdist workers (one process: itself), how many built nothing (a test is a
+    worker's unit: fewer tests than workers leave the rest idle) and the slowest one's record: what the first round
+    waits for."""
     out = {}
     for path in sorted(work.rglob("prepare-[AB].json")):
         if (found := _records(path)) is None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
@@ -157,8 +158,15 @@ class States:
 
     kept: list[tuple[Process, Process]]
     mixed: set[str]
-    aside: dict[tuple[int, str], list[str]]
     found: dict[tuple[int, str], list[str]]  # other_states' own
+
+    @property
+    def aside(self) -> dict[tuple[int, str], list[str]]:
+        return _aside(self.found, self.mixed)
+
+
+def _aside(found: Mapping[tuple[int, str], list[str]], mixed: Collection[str]) -> dict[tuple[int, str], list[str]]:
+    return {k: kept for k, families in found.items() if (kept := [f for f in families if f not in mixed])}
 
 
 def states(rounds: Sequence[tuple[Process, Process]], lone: int = LONE) -> States:
@@ -171,17 +179,14 @@ def states(rounds: Sequence[tuple[Process, Process]], lone: int = LONE) -> State
     only the processes beyond it are found (a +1% run of 4 rounds, 2026-11-28: one each side found, where A's
     processes ran mostly in the faster state and B's in the slower). They stay unjudged."""
     found = other_states(rounds)
-    counts: dict[str, int] = {}
-    for families in found.values():
-        for f in families:
-            counts[f] = counts.get(f, 0) + 1
+    counts = Counter(f for families in found.values() for f in families)
     mixed = {f for f, n in counts.items() if n > lone}
-    aside = {k: kept for k, families in found.items() if (kept := [f for f in families if f not in mixed])}
+    aside = _aside(found, mixed)
     out = []
     for i, (a, b) in enumerate(rounds):
         gone = {f for side in "AB" for f in aside.get((i, side), ())}
         out.append((_without(a, gone), _without(b, gone)) if gone else (a, b))
-    return States(out, mixed, aside, found)
+    return States(out, mixed, found)
 
 
 def _without(process: Process, families: Collection[str]) -> Process:
