@@ -104,7 +104,7 @@ def split_over_gpus(commands: dict[str, list[str]], work: Path, args: argparse.N
         judged: list[Row] = []
         rounds, looks = 0, 1
         odd: list[str] = []  # the processes that ran a family in two states, and those families
-        aside: list[str] = []  # and those set aside, alone in another state
+        aside: list[str] = []  # and those set aside
         for gpu, _ in started:
             ran = json.loads((work / f"gpu{gpu}.json").read_text())
             rounds, looks = max(rounds, ran["rounds"]), max(looks, ran["looks"])

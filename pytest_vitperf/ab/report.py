@@ -204,8 +204,9 @@ def report(rows: list[Row], device: str, rounds: int, looks: int, work: Path, ar
     lines += time_lines(times, prepares) if times or prepares else []
     lines += ["", f"Not judged, their families run in two states (every row {STATE:.0%} or more one way from the "
               f"side's medians): {'; '.join(odd)}"] if odd else []  # fmt: skip
-    lines += ["", f"Set aside, alone in another state (every row {STATE:.0%} or more one way from the side's medians; "
-              f"its round left out of that family's rows): {'; '.join(aside)}"] if aside else []  # fmt: skip
+    lines += ["", f"Set aside, in another state (every row {STATE:.0%} or more one way from the side's medians, and "
+              f"the family's others so found the same way; its round left out of that family's rows): "
+              f"{'; '.join(aside)}"] if aside else []  # fmt: skip
     lines += ["", *explanations(explained)] if explained else []
     print("\n".join(lines))
     code = exit_code(rows)

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
@@ -117,10 +116,15 @@ def other_states(rounds: Sequence[tuple[Process, Process]]) -> dict[tuple[int, s
     bBATCH', ...]: every row of the family (two or more) at least STATE from its side's median over the rounds, all
     the same way. On H200s a process's batch-1 latencies sat in one of two states about 6% apart, every precision
     together, and its speedups moved by up to 1.6% (2026-11-28): 1 process of 24 in one A/A, 6 of 10 in another run.
-    Such a process breaks what the intervals assume (one spread per row): `states` sets one aside, and leaves a
-    family with several unjudged (judge's `two_states`). A family
-    that the round's other process ran as far the same way is not counted: the round's pair cancels what the two
-    shared (DINOv2 at batch 16 ran 4% faster in both processes of one round on an H200, 2026-12-03)."""
+    Such a process breaks what the intervals assume (one spread per row): `states` sets them aside, or leaves the
+    family unjudged (judge's `two_states`). A family that the round's other process ran as far the same way is not
+    counted: the round's pair cancels what the two shared (DINOv2 at batch 16 ran 4% faster in both processes of one
+    round on an H200, 2026-12-03)."""
+    return {k: sorted(ways) for k, ways in _ways(rounds).items()}
+
+
+def _ways(rounds: Sequence[tuple[Process, Process]]) -> dict[tuple[int, str], dict[str, int]]:
+    """other_states, with the way each family sat: (round, side) -> {'MODEL bBATCH': 1 slower, -1 faster}."""
     if len(rounds) < 3:
         return {}
     bar = math.log1p(STATE)
@@ -131,30 +135,28 @@ def other_states(rounds: Sequence[tuple[Process, Process]]) -> dict[tuple[int, s
         for i, x in enumerate(logs):
             moved[(i, side)] = {n: v - middle[n] for n, v in x.items()}
 
-    def one_way(d: Mapping[str, float]) -> set[str]:
+    def one_way(d: Mapping[str, float]) -> dict[str, int]:
         families: dict[str, list[float]] = {}
         for name, v in d.items():
             families.setdefault(family_of(name), []).append(v)
-        return {f for f, x in families.items() if len(x) > 1 and (min(x) >= bar or max(x) <= -bar)}
+        return {f: 1 if min(x) >= bar else -1 for f, x in families.items()
+                if len(x) > 1 and (min(x) >= bar or max(x) <= -bar)}  # fmt: skip
 
     out = {}
     for (i, side), d in moved.items():
         other = moved[(i, "B" if side == "A" else "A")]
         apart = one_way({n: v - other[n] for n, v in d.items() if n in other})
-        odd = sorted(one_way(d) & apart)
-        if odd:
+        if odd := {f: way for f, way in one_way(d).items() if f in apart}:
             out[(i, side)] = odd
     return out
 
 
-LONE = 1  # the most processes of a family in another state that are set aside rather than leave it unjudged
-
-
 @dataclass(frozen=True)
 class States:
-    """What other_states found, as the verdicts use it: a family with no more than LONE processes in another state
-    has their rounds of it set aside (`aside`, (round, side) -> ['MODEL bBATCH', ...]; `kept` is the rounds without
-    them); one with more ran in two states (`mixed`): its rows are not judged."""
+    """What other_states found, as the verdicts use it: a family whose processes in another state all sat the same
+    way (all slower than their sides' others, or all faster) has their rounds of it set aside (`aside`, (round,
+    side) -> ['MODEL bBATCH', ...]; `kept` is the rounds without them); one whose processes sat both ways ran in two
+    states (`mixed`): its rows are not judged."""
 
     kept: list[tuple[Process, Process]]
     mixed: set[str]
@@ -169,18 +171,25 @@ def _aside(found: Mapping[tuple[int, str], list[str]], mixed: Collection[str]) -
     return {k: kept for k, families in found.items() if (kept := [f for f in families if f not in mixed])}
 
 
-def states(rounds: Sequence[tuple[Process, Process]], lone: int = LONE) -> States:
-    """The rounds as the verdicts take them (States). One process in another state is as likely either side's in
-    an A/A, and the pair of its round is left out of that family whichever side it is: nothing of B against A is
-    lost but that round. An H200 ran one process of 12 (the latency suite's A/A, 2026-12-03: its batch-64 family
-    4-7% faster, at 1957 MHz where the others ran at 1800-1815 under the power cap), whose family's rows, unjudged,
-    took 7 of the run's 14. Several such processes are a mixture that setting aside would turn into one side's
-    majority against the other's: where states are common, a side's median sits in either, or between them, and
-    only the processes beyond it are found (a +1% run of 4 rounds, 2026-11-28: one each side found, where A's
-    processes ran mostly in the faster state and B's in the slower). They stay unjudged."""
-    found = other_states(rounds)
-    counts = Counter(f for families in found.values() for f in families)
-    mixed = {f for f, n in counts.items() if n > lone}
+def states(rounds: Sequence[tuple[Process, Process]], most: int | None = None) -> States:
+    """The rounds as the verdicts take them (States); `most`, the most processes a family may have set aside (None:
+    any number, all one way; the simulation's other rules). A process in another state is as likely either side's
+    in an A/A, and the pair of its round is left out of that family whichever side it is: nothing of B against A is
+    lost but that round. Those found are the minority of their side, as they sit beyond its median; all the same
+    way, they are one state's rare processes, whichever side ran them. An H200 ran one process of 12 (the latency
+    suite's A/A, 2026-12-03: its batch-64 family 4-7% faster, at 1957 MHz where the others ran at 1800-1815 under
+    the power cap), and two of 16 (the nightly set's ViT-S at batch 16, 2026-12-03: 4.4% slower, one each side).
+    Processes found both ways are a mixture that setting aside would turn into one side's majority against the
+    other's: where states are common, a side's median sits in either, and only the processes beyond it are found
+    (a +1% run of 4 rounds, 2026-11-28: A's processes ran mostly in the faster state and B's in the slower, and the
+    one found on A's side was slower, the one on B's faster). They stay unjudged."""
+    ways = _ways(rounds)
+    seen: dict[str, list[int]] = {}
+    for families in ways.values():
+        for f, way in families.items():
+            seen.setdefault(f, []).append(way)
+    mixed = {f for f, w in seen.items() if len(set(w)) > 1 or (most is not None and len(w) > most)}
+    found = {k: sorted(families) for k, families in ways.items()}
     aside = _aside(found, mixed)
     out = []
     for i, (a, b) in enumerate(rounds):
@@ -301,7 +310,7 @@ def sequential(
     confidence: float = CONFIDENCE,
     first: int = BLOCK,
     step: int = BLOCK,
-    lone: int = LONE,
+    most: int | None = None,
 ) -> list[Row]:
     """The rows as a run would judge `rounds` (recorded with every row in every round): a look after the first
     `first` rounds and after every `step` after them, each decided row leaving the later rounds (its data there is
@@ -315,7 +324,7 @@ def sequential(
         for a, b in rounds[begin:end]:
             kept.append((a, b) if names is None else (_only(a, names), _only(b, names)))
         look, begin = look + 1, end
-        found = states(kept, lone)
+        found = states(kept, most)
         rows = judge(pairs(found.kept), threshold=threshold, confidence=confidence, look=look,
                      two_states=found.mixed, decided=settled(rows))  # fmt: skip
         if not any(r.open for r in rows):
