@@ -91,7 +91,7 @@ def run(
         for r in judged:
             target = delta > 0 and " fp8 " in r.name
             rows += 1
-            decided += not r.open
+            decided += r.verdict in (SAME, SLOWER, FASTER)  # not those left unjudged in two states
             if target:
                 targets += 1
                 hit += r.verdict == SLOWER
