@@ -340,6 +340,19 @@ def test_the_replay_of_a_live_h200_a_a_whose_one_process_ran_batch_64_in_another
     assert list(data["delay1_verdicts"].values()).count("SAME") == 10
 
 
+def test_the_replay_of_a_live_h200_a_a_of_six_rounds_in_five_minutes() -> None:
+    """Real rounds (H200, 2026-12-04, cold, --budget-s 300, code 964a266): no process in another state; round 1 at
+    1 min 54 s, 6 rounds in 4 min 27 s. The batch-1 rows SAME (7), the batch-64 rows still open (7): their B/A
+    spread about 0.3% a round, which 6 rounds do not narrow within ±0.5%. The replay gives the run's verdicts."""
+    data = json.loads((DATA / "ab" / "h200-ab-latency-aa-2026-12-04.json").read_text())
+    aa = recorded_rounds(data["aa"])
+    assert len(aa) == 6 and not states(aa).found
+    rows = {f"{r.name} | {r.what}": r.verdict for r in sequential(aa, threshold=0.005)}
+    assert rows == data["aa_verdicts"]
+    assert {k for k, v in rows.items() if v == SAME} == {k for k in rows if " b1 " in k}
+    assert {v for k, v in rows.items() if " b64 " in k} == {"UNKNOWN"}
+
+
 def test_the_replay_of_three_live_h200_a_as_at_20_rounds_a_process() -> None:
     """Real rounds (H200, 2026-12-02, cold, the latency suite with --vitperf-rounds=20): three A/As decided 13, 9 and
     5 rows SAME at their first looks (4 min 16 s, 4 min 35 s, 4 min 21 s), where three at 10 rounds had decided 13, 8
