@@ -46,8 +46,9 @@ PROCESS_PLAN = (f"{BUILDS}=1", f"{ROUNDS}=10", f"{SLICE_MS}=100", f"{ROUNDS_AGRE
 PREPARE_PLAN = (f"{ROUNDS}=2", f"{ROUNDS_AGREE}=0", f"{SLICE_MS}=10", f"{WARMUP_MS}=0", BUILD_APART)
 # A prepare's xdist workers have this many threads each (Inductor's compile pool among them): a compile is mostly
 # one Python thread (tracing, lowering), so the host is used by compiling several engines at once. One process
-# compiled 8 ViT-B engines in 82 s on a 16-core H200 host, one after another (2026-12-02).
-PREPARE_THREADS = 2
+# compiled 8 ViT-B engines in 82 s on a 16-core H200 host, one after another (2026-12-02); with 2 threads a worker
+# and 4 workers a side, the nightly set's compiles took 17.5-21.9 s an engine and its prepares 5.5 min (2026-12-04).
+PREPARE_THREADS = 1
 PREPARE_WORKER_GIB = 8.0  # host memory a prepare's worker may take: torch, a ViT-L's compile and calibration
 
 
