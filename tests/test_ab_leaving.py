@@ -20,9 +20,11 @@ from pytest_vitperf.ab.plan import tests_of as row_tests
 from pytest_vitperf.ab.progress import Progress, minutes
 from pytest_vitperf.ab.report import open_rows_line
 from pytest_vitperf.verdicts.ab import (
+    FASTER,
     LATENCY,
     MOST_ROUNDS,
     SAME,
+    SLOWER,
     SPEEDUP,
     UNKNOWN,
     Row,
@@ -426,17 +428,17 @@ def test_the_replay_of_the_nightly_sets_first_a_a_on_an_h200() -> None:
     verdicts = [r.verdict for r in rows]
     assert (verdicts.count("SAME"), verdicts.count("UNKNOWN"), len(rows)) == (45, 67, 112)
     assert sum(r.open and r.name.endswith(" b64") for r in rows) == 40
-    # Were every ratio 1 at the spreads these rows have, 8 rounds would decide 43 of the 67 open ones; the rest are
+    # Were every ratio 1 at the spreads these rows have, 8 rounds would decide 42 of the 67 open ones; the rest are
     # batch-64 rows of the largest models and vit_small's batch-1 FP8 and INT8 (each process keeps its own level).
-    assert decided_if_unchanged(rows, (8, 12, 16), threshold=0.005) == {8: 43, 12: 48, 16: 50}
+    assert decided_if_unchanged(rows, (8, 12, 16), threshold=0.005) == {8: 42, 12: 47, 16: 49}
     args = argparse.Namespace(threshold=0.005, confidence=0.95)
     (line,) = open_rows_line(rows, 4, args, {})[1:]
-    assert line == ("Open rows: 67. Were they unchanged (B/A 1) at the spreads they have, 43 would be decided by 8 "
-                    "rounds in all, 48 by 12, 50 by 16 (--budget-s buys rounds)")  # fmt: skip
+    assert line == ("Open rows: 67. Were they unchanged (B/A 1) at the spreads they have, 42 would be decided by 8 "
+                    "rounds in all, 47 by 12, 49 by 16 (--budget-s buys rounds)")  # fmt: skip
     assert open_rows_line([r for r in rows if not r.open], 4, args, {}) == []
     # a wider threshold decides more of the same block (docs/options.md, "The nightly set"), and none wrongly
     wider = [[r.verdict for r in sequential(rounds, threshold=t)] for t in (0.006, 0.0075, 0.01)]
-    assert [v.count("SAME") for v in wider] == [57, 75, 93] and all(set(v) == {"SAME", "UNKNOWN"} for v in wider)
+    assert [v.count("SAME") for v in wider] == [57, 74, 92] and all(set(v) == {"SAME", "UNKNOWN"} for v in wider)
 
 
 def test_the_report_names_the_process_set_aside_and_those_whose_family_is_unjudged(
@@ -467,3 +469,25 @@ def test_the_report_names_the_process_set_aside_and_those_whose_family_is_unjudg
     assert "Not judged, their families run in two states" in out and "Set aside" not in out
     assert json.loads(args.json.read_text())["other_states"] == odd
     assert all(r.two_states for r in rows if r.name.endswith(" b1"))
+
+
+def test_the_replay_of_the_nightly_a_a_whose_vit_s_int8_was_called_slower_at_its_first_look() -> None:
+    """Real rounds (H200, 2026-12-04, cold, the nightly set at batches 1 and 16, --relay, 0.75%, --budget-s 1380:
+    22 min 20 s, 14 rounds). ViT-S ran batch 16 about 4% slower in 4 processes of 28, two a side, all the same
+    way: set aside, and its rows decided. The run decided 93 of 98 rows, but one wrongly: ViT-S's INT8 latency at
+    batch 1 SLOWER at the first look, B/A 1.014 [1.009, 1.018]. Its first 4 rounds read 1.010-1.018 (spread 0.36%),
+    its next 10 0.988-1.009; its 14 rounds spread 1.05%, and its family's other latencies 0.9-1.6% where the
+    matrix's rows of like latency spread about 0.4%. Moderated toward the matrix, the row claimed a precision its
+    family does not have. Borrowing its family's spread, the replay leaves it open, and its family's BF16 speedup
+    (SAME at the second look; ViT-S's other speedups at batch 1 spread 1.4-1.9%); the other 91 rows are decided
+    alike."""
+    data = json.loads((DATA / "ab" / "h200-ab-nightly-aa-2026-12-04.json").read_text())
+    night = recorded_rounds(data["night"])
+    assert len(night) == 14 and len(states(night).aside) == 4 and not states(night).mixed
+    alone = {f"{r.name} | {r.what}": r.verdict for r in sequential(night, threshold=0.0075, by_family=False)}
+    assert alone == data["night_verdicts"]
+    assert [k for k, v in alone.items() if v in (SLOWER, FASTER)] == [f"vit_small_patch16_224 int8 b1 | {LATENCY}"]
+    rows = {f"{r.name} | {r.what}": r.verdict for r in sequential(night, threshold=0.0075)}
+    assert {k for k in rows if rows[k] != alone[k]} == {f"vit_small_patch16_224 int8 b1 | {LATENCY}",
+                                                        f"vit_small_patch16_224 bf16 b1 | {SPEEDUP}"}  # fmt: skip
+    assert list(rows.values()).count(SAME) == 91 and not {SLOWER, FASTER} & set(rows.values())

@@ -3,7 +3,7 @@
 precision, the false-verdict rate per row and the power, each with its Clopper-Pearson 95% interval.
 
     python tools/ab_stopping.py [--matrices 10000] [--rounds 16] [--seed 1] [--scale 1] [--then 4] [--states 0]
-                                [--most M] [--one-way]
+                                [--most M] [--one-way] [--models M] [--noisy F] [--no-families]
 
 A matrix is the latency suite's: one model, FP16, BF16, FP8 and INT8 at batch 1 and 64 (8 engines, 14 rows). A
 process's median of a row is its true latency times exp(noise): a part shared by the family (the clock under the
@@ -23,6 +23,9 @@ H200 A/As had them twice (13, 8, 11, 13, 9, 5).
 every process of a matrix, as ViT-S ran 4.4% slower in two processes of 16, 2026-12-03) with chance Q. A family's
 processes found in another state are set aside when they all sit the same way (verdicts.ab.states); --most M sets
 aside no more than M (0: none, every family with one unjudged; 1: one). docs/statistics.md has the rates.
+--models M makes a matrix of M such models (14 M rows), and --noisy F multiplies the last one's batch-1 spreads (the
+nightly set's ViT-S spread 2-3 times its other families at batch 1, H200, 2026-12-04); --no-families lets rows
+borrow the matrix's spread alone, not also their family's where it is clearly larger (stats.group_prior).
 """
 
 from __future__ import annotations
@@ -47,25 +50,29 @@ STATE_MOVE = 0.045  # how far a family run in another state sits: 4-7% at batch 
 
 def matrix(
     rng: np.random.Generator, rounds: int, slower: dict[str, float], scale: float = 1.0, states: float = 0.0,
-    one_way: bool = False,
+    one_way: bool = False, models: int = 1, noisy: float = 1.0,
 ) -> list[tuple[Process, Process]]:
-    """`rounds` rounds of one simulated matrix; `slower` multiplies side B's rows of those precisions; `scale` the
-    spreads; `states`, the chance that a process runs a family in another state (STATE_MOVE faster or slower, either
-    side alike; `one_way`: the same way in all of a matrix's processes)."""
-    way = {batch: rng.choice((-1.0, 1.0)) for batch in BATCHES} if one_way else {}
+    """`rounds` rounds of one simulated matrix of `models` models ('vit0', 'vit1', ...); `slower` multiplies side
+    B's rows of those names ('vit0 fp8'); `scale` the spreads, and `noisy` the last model's at batch 1 (as the
+    nightly set's ViT-S spread 2-3 times its other families at batch 1, H200, 2026-12-04); `states`, the chance
+    that a process runs a family in another state (STATE_MOVE faster or slower, either side alike; `one_way`: the
+    same way in all of a matrix's processes)."""
+    way = {(m, b): rng.choice((-1.0, 1.0)) for m in range(models) for b in BATCHES} if one_way else {}
     out = []
     for _ in range(rounds):
         pair = []
         for side in "AB":
             process: dict[str, Side] = {}
-            for batch, (ms, family_sd, own_sd) in BATCHES.items():
-                shared = rng.normal(0.0, family_sd * scale)
-                if states and rng.random() < states:
-                    shared += math.log1p(STATE_MOVE) * (way[batch] if one_way else rng.choice((-1.0, 1.0)))
-                for p, rel in PRECISIONS.items():
-                    factor = slower.get(p, 1.0) if side == "B" else 1.0
-                    noise = shared + rng.normal(0.0, own_sd * scale)
-                    process[f"vit {p} b{batch}"] = Side(ms * rel * factor * math.exp(noise))
+            for m in range(models):
+                for batch, (ms, family_sd, own_sd) in BATCHES.items():
+                    spread = scale * (noisy if m == models - 1 and batch == 1 else 1.0)
+                    shared = rng.normal(0.0, family_sd * spread)
+                    if states and rng.random() < states:
+                        shared += math.log1p(STATE_MOVE) * (way[(m, batch)] if one_way else rng.choice((-1.0, 1.0)))
+                    for p, rel in PRECISIONS.items():
+                        factor = slower.get(f"vit{m} {p}", 1.0) if side == "B" else 1.0
+                        noise = shared + rng.normal(0.0, own_sd * spread)
+                        process[f"vit{m} {p} b{batch}"] = Side(ms * rel * factor * math.exp(noise))
             pair.append(process)
         out.append((pair[0], pair[1]))
     return out
@@ -73,10 +80,12 @@ def matrix(
 
 def run(
     matrices: int, rounds: int, delta: float, seed: int, confidence: float = 0.95, scale: float = 1.0,
-    then: int = BLOCK, states: float = 0.0, most: int | None = None, one_way: bool = False,
+    then: int = BLOCK, states: float = 0.0, most: int | None = None, one_way: bool = False, models: int = 1,
+    noisy: float = 1.0, by_family: bool = True,
 ) -> dict[str, Any]:  # fmt: skip
-    """What `matrices` simulated runs of up to `rounds` rounds decide, with `delta` (0: an A/A) on FP8 as side B;
-    `most`: the processes in another state a family may have set aside (verdicts.ab.states)."""
+    """What `matrices` simulated runs of up to `rounds` rounds decide, with `delta` (0: an A/A) on the first model's
+    FP8 as side B; `most`: the processes in another state a family may have set aside (verdicts.ab.states);
+    `by_family`: whether a family's latencies lend their spread (verdicts.ab.judge)."""
     rng = np.random.default_rng(seed)
     wrong = rows = hit = targets = decided = 0
     spent_rounds: list[int] = []
@@ -84,12 +93,12 @@ def run(
     second_look: list[int] = []  # and by the second
     any_wrong = 0
     for _ in range(matrices):
-        simulated = matrix(rng, rounds, {"fp8": 1 + delta} if delta else {}, scale, states, one_way)
+        simulated = matrix(rng, rounds, {"vit0 fp8": 1 + delta} if delta else {}, scale, states, one_way, models, noisy)
         judged: Sequence[Row] = sequential(simulated, threshold=THRESHOLD, confidence=confidence, step=then,
-                                           most=most)  # fmt: skip
+                                           most=most, by_family=by_family)  # fmt: skip
         bad = 0
         for r in judged:
-            target = delta > 0 and " fp8 " in r.name
+            target = delta > 0 and r.name.startswith("vit0 fp8 ")
             rows += 1
             decided += r.verdict in (SAME, SLOWER, FASTER)  # not those left unjudged in two states
             if target:
@@ -125,23 +134,30 @@ def main() -> None:
     parser.add_argument("--states", type=float, default=0.0, help="a process's chance to run a family in another state")
     parser.add_argument("--most", type=int, default=None, help="the most processes a family may set aside (any)")
     parser.add_argument("--one-way", action="store_true", help="a family's other state is the same way all the run")
+    parser.add_argument("--models", type=int, default=1, help="models in a matrix, 14 rows each")
+    parser.add_argument("--noisy", type=float, default=1.0, help="the last model's spreads at batch 1, times")
+    parser.add_argument("--no-families", action="store_true", help="rows borrow the matrix's spread alone")
     args = parser.parse_args()
-    print(f"{args.matrices} matrices of 14 rows, up to {args.rounds} rounds, threshold {THRESHOLD:.1%}, 95%, "
+    print(f"{args.matrices} matrices of {14 * args.models} rows, up to {args.rounds} rounds, threshold "
+          f"{THRESHOLD:.1%}, 95%, the last model's batch-1 spreads x{args.noisy:g}, "
+          f"{'the matrix' if args.no_families else 'the matrix and the families'} lending spreads, "
           f"spreads x{args.scale:g}, looks at {BLOCK} rounds and every {args.then} after; a family in another state "
           f"{args.states:.1%} of processes{' (one way)' if args.one_way else ''}, "
           f"{'any' if args.most is None else args.most} set aside")  # fmt: skip
     for name, delta in (("A/A", 0.0), ("+1% on fp8", 0.01)):
         r = run(args.matrices, args.rounds, delta, args.seed, scale=args.scale, then=args.then, states=args.states,
-                most=args.most, one_way=args.one_way)  # fmt: skip
+                most=args.most, one_way=args.one_way, models=args.models, noisy=args.noisy,
+                by_family=not args.no_families)  # fmt: skip
         hit, targets = r["power"]
         print(f"{name}: false verdicts per row {rate(r['false'], r['rows'])}; matrices with one "
               f"{rate(r['matrices with one'], r['matrices'])}; rows decided {rate(r['decided'], r['rows'])}; "
               f"power {rate(hit, targets) if targets else '-'}; mean rounds {r['rounds']:.1f}")  # fmt: skip
-        if not delta:
+        if not delta and args.models == 1:
             first = np.array(r["same at the first look"])
             low, mid, high = np.percentile(first, [10, 50, 90])
             second = np.array(r["same by the second look"])
-            print(f"A/A, rows SAME at the first look: {mid:g} of 14 (10th-90th percentile {low:g}-{high:g}); 12 or "
+            print(f"A/A, rows SAME at the first look: {mid:g} of {14 * args.models} (10th-90th percentile "
+                  f"{low:g}-{high:g}); 12 or "
                   f"more {rate(int((first >= 12).sum()), len(first))}; by the second look ({BLOCK + args.then} "
                   f"rounds) {rate(int((second >= 12).sum()), len(second))}")  # fmt: skip
 

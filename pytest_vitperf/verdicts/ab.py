@@ -3,8 +3,8 @@ alternate sides in a balanced order, so that what the machine does (clocks, heat
 
 One round is a pair of processes, one per side. A row's observation is the log of B's median over A's in that
 pair; the rounds' observations give an interval (stats.moderated_intervals: Student's t on the log ratios, each row's
-spread moderated toward the matrix's, as limma does), in time and, where both sides recorded SM clocks, in cycles.
-A row is
+spread moderated toward the matrix's, as limma does, or toward its family's like rows' where they spread clearly more),
+in time and, where both sides recorded SM clocks, in cycles. A row is
 - SLOWER (FASTER) when Benjamini-Hochberg over the matrix keeps its test of a ratio of 1 and its estimate is beyond
   the practical threshold;
 - SAME when its interval lies within the threshold on both sides: an equivalence shown, not a difference missed.
@@ -164,11 +164,7 @@ class States:
 
     @property
     def aside(self) -> dict[tuple[int, str], list[str]]:
-        return _aside(self.found, self.mixed)
-
-
-def _aside(found: Mapping[tuple[int, str], list[str]], mixed: Collection[str]) -> dict[tuple[int, str], list[str]]:
-    return {k: kept for k, families in found.items() if (kept := [f for f in families if f not in mixed])}
+        return {k: kept for k, families in self.found.items() if (kept := [f for f in families if f not in self.mixed])}
 
 
 def states(rounds: Sequence[tuple[Process, Process]], most: int | None = None) -> States:
@@ -190,7 +186,7 @@ def states(rounds: Sequence[tuple[Process, Process]], most: int | None = None) -
             seen.setdefault(f, []).append(way)
     mixed = {f for f, w in seen.items() if len(set(w)) > 1 or (most is not None and len(w) > most)}
     found = {k: sorted(families) for k, families in ways.items()}
-    aside = _aside(found, mixed)
+    aside = States([], mixed, found).aside
     out = []
     for i, (a, b) in enumerate(rounds):
         gone = {f for side in "AB" for f in aside.get((i, side), ())}
@@ -258,13 +254,15 @@ def judge(
     look: int = 1,
     two_states: Collection[str] = (),
     decided: Mapping[tuple[str, str], Row] | None = None,
+    by_family: bool = True,
 ) -> list[Row]:
     """Every row's verdict at `look`. The rows of `decided` (by (name, what)) keep the verdicts earlier looks gave
     them; the others are judged at the rate this look may spend (spent): held over them by Benjamini-Hochberg for
     SLOWER and FASTER, and each row's, one-sided on each side, for SAME. "Can see" is taken at Benjamini-Hochberg's
     strictest step, the Bonferroni share of every open row, so that it is never optimistic. The rows of the families
     in `two_states` ('MODEL bBATCH', other_states) are UNKNOWN, whatever their intervals say. Every row's rounds,
-    decided or not, inform the spreads the open ones borrow."""
+    decided or not, inform the spreads the open ones borrow: a family's rows (its latencies; its speedups) share
+    their processes' noise, and lend theirs where it is clearly above the matrix's (`by_family`, group_prior)."""
     decided = decided or {}
     rate = spent(confidence, look)
     open_rows = [k for k in rows if k not in decided]
@@ -273,8 +271,9 @@ def judge(
     latency = {k[0]: math.fsum(math.log(a.median_ms) for a, _ in p) / len(p) for k, p in rows.items()
                if k[1] == LATENCY and p}  # fmt: skip
     at = {k: latency.get(k[0], 0.0) for k in rows}
-    times = moderated_intervals({k: _logs(p, False) for k, p in rows.items()}, at, 1 - 2 * rate)
-    cycles = moderated_intervals({k: _logs(p, True) for k, p in rows.items()}, at, 1 - 2 * rate)
+    groups = {k: (family_of(k[0]), k[1]) for k in rows if by_family}
+    times = moderated_intervals({k: _logs(p, False) for k, p in rows.items()}, at, 1 - 2 * rate, groups)
+    cycles = moderated_intervals({k: _logs(p, True) for k, p in rows.items()}, at, 1 - 2 * rate, groups)
     p_values = {k: t.p_value for k in open_rows if (t := times[k]) is not None}
     kept = dict(zip(p_values, false_discoveries(list(p_values.values()), rate), strict=True))
     out = []
@@ -311,6 +310,7 @@ def sequential(
     first: int = BLOCK,
     step: int = BLOCK,
     most: int | None = None,
+    by_family: bool = True,
 ) -> list[Row]:
     """The rows as a run would judge `rounds` (recorded with every row in every round): a look after the first
     `first` rounds and after every `step` after them, each decided row leaving the later rounds (its data there is
@@ -326,7 +326,7 @@ def sequential(
         look, begin = look + 1, end
         found = states(kept, most)
         rows = judge(pairs(found.kept), threshold=threshold, confidence=confidence, look=look,
-                     two_states=found.mixed, decided=settled(rows))  # fmt: skip
+                     two_states=found.mixed, decided=settled(rows), by_family=by_family)  # fmt: skip
         if not any(r.open for r in rows):
             break
     return rows

@@ -105,13 +105,18 @@ def log_ratio_interval(log_ratios: Sequence[float], confidence: float = CONFIDEN
 
 
 def moderated_intervals(
-    rows: Mapping[K, Sequence[float]], at: Mapping[K, float], confidence: float = CONFIDENCE
+    rows: Mapping[K, Sequence[float]],
+    at: Mapping[K, float],
+    confidence: float = CONFIDENCE,
+    groups: Mapping[K, Hashable] | None = None,
 ) -> dict[K, Interval | None]:
     """Each row's interval of exp(mean log ratio), as log_ratio_interval gives it, but with the row's spread moderated
     toward the matrix's (spread_prior over the rows' spreads, with a trend in their log latencies `at`; then
     Spread.moderated): limma's moderated t (Smyth 2004). A row of a few observations borrows degrees of freedom from
     rows of like spread, and its t quantile shrinks: at 4 observations and a 5% rate shared by 14 rows, from 7.5 to
-    at most 4.3. None below 3 observations."""
+    at most 4.3. None below 3 observations. Rows of one of `groups` share their noise (one model's rows, timed in the
+    same processes): a row is moderated toward its group's other rows (group_variance) where they spread more than
+    the matrix does at its latency."""
     from scipy.stats import t
 
     own: dict[K, tuple[float, float, int]] = {}
@@ -123,7 +128,7 @@ def moderated_intervals(
     prior = spread_prior(list(spreads.values()), [at[k] for k in spreads])
     out: dict[K, Interval | None] = dict.fromkeys(rows)
     for k, (mean, _, n) in own.items():
-        spread = spreads[k].moderated(prior, at[k])
+        spread = spreads[k].moderated(group_prior(prior, k, spreads, at, groups or {}), at[k])
         se = spread.sd_log / math.sqrt(n)
         if se == 0.0:  # identical observations in a matrix that lends nothing: the interval is the point
             out[k] = _point(mean, confidence, n, MODERATED_T, spread.df)
@@ -332,6 +337,28 @@ def spread_prior(rows: Sequence[Spread], at: Sequence[float] | None = None) -> P
     cap = math.fsum(d for _, d, _ in data)
     df = cap if excess <= 0 else min(cap, 2 * _trigamma_inverse(excess))
     return Prior(math.exp(mean + float(digamma(df / 2)) - math.log(df / 2)), df, slope, center)
+
+
+def group_prior(
+    prior: Prior | None, row: K, spreads: Mapping[K, Spread], at: Mapping[K, float], groups: Mapping[K, Hashable]
+) -> Prior | None:
+    """The prior `row` is moderated toward: the matrix's, or, where the other rows of its group spread clearly more
+    (their variances pooled by degrees of freedom, beyond the matrix's at the row's latency by the 95th percentile
+    of F), theirs at the matrix's weight. The matrix's trend follows latency, but a family's noise is its own: the
+    nightly set's ViT-S rows at batch 1 spread 0.9-1.6% a round where rows of like latency spread about 0.4%.
+    Moderated toward the matrix, a ViT-S row whose first 4 rounds happened to agree (0.36%) was called SLOWER by
+    +1.4% in an A/A (H200, 2026-12-04); its 14 rounds spread 1.05%. The row's own rounds are left out of its group's
+    variance: a row does not lend to itself. The F guard keeps quiet families as they were: a few rows' variances
+    at 3 degrees of freedom each are noisy, and a plain maximum would widen every family that drew high."""
+    from scipy.stats import f
+
+    group = groups.get(row)
+    others = [s for k, s in spreads.items() if k != row and group is not None and groups.get(k) == group]
+    df = math.fsum(s.df for s in others)
+    if prior is None or not df:
+        return prior
+    var = math.fsum(s.df * s.sd_log**2 for s in others) / df
+    return prior if var <= prior.var_at(at[row]) * float(f.ppf(0.95, df, prior.df)) else Prior(var, prior.df)
 
 
 def _trigamma_inverse(x: float) -> float:
