@@ -446,8 +446,8 @@ def test_a_rounds_process_borrows_only_what_every_build_reproduces(tmp_path: Pat
 
 
 def test_a_prepare_compiles_in_as_many_workers_as_the_hosts_cores_and_memory_allow() -> None:
-    assert prepare_workers(16, 120.0, 2) == 7  # an H200 host, both sides at once: 8 cores a side, 7 in memory
-    assert prepare_workers(16, 240.0, 2) == 8 and prepare_workers(16, 120.0, 4) == 3  # more memory; two GPUs
+    assert prepare_workers(16, 120.0, 2) == 8  # an H200 host, both sides at once: 8 cores a side
+    assert prepare_workers(16, 100.0, 2) == 7 and prepare_workers(16, 120.0, 4) == 4  # less memory; two GPUs
     assert prepare_workers(16, 20.0, 2) == 1  # 10 GiB a side: one worker, as before
     assert prepare_workers(2, 24.0, 2) == 1 and prepare_workers(1, 0.0, 1) == 1
     assert prepare_args(1) == [] and prepare_args(3) == ["-n", "3", SHARE_DEVICES, f"{THREADS}=1"]

@@ -47,9 +47,13 @@ PREPARE_PLAN = (f"{ROUNDS}=2", f"{ROUNDS_AGREE}=0", f"{SLICE_MS}=10", f"{WARMUP_
 # A prepare's xdist workers have this many threads each (Inductor's compile pool among them): a compile is mostly
 # one Python thread (tracing, lowering), so the host is used by compiling several engines at once. One process
 # compiled 8 ViT-B engines in 82 s on a 16-core H200 host, one after another (2026-12-02); with 2 threads a worker
-# and 4 workers a side, the nightly set's compiles took 17.5-21.9 s an engine and its prepares 5.5 min (2026-12-04).
+# and 4 workers a side, the nightly set's compiles took 17.5-21.9 s an engine and its prepares 5.5 min; with one
+# and 7 a side, 28.8-34.1 s and 4.6 min (2026-12-04).
 PREPARE_THREADS = 1
-PREPARE_WORKER_GIB = 8.0  # host memory a prepare's worker may take: torch, a ViT-L's compile and calibration
+# Host memory a prepare's worker may take (torch, a ViT-L's compile and calibration): the nightly set's 14 workers
+# left 46 GiB of 125 free at the least, 5.6 GiB a worker (H200, 2026-12-04); 8 GiB left the latency suite's 8
+# engines to 7 workers a side, one of them compiling 2 one after the other.
+PREPARE_WORKER_GIB = 7.0
 
 
 def prepare_workers(cores: int, memory_gib: float, at_once: int) -> int:

@@ -46,7 +46,7 @@ def add(sub: Any) -> None:
                     "load a round instead of two, and each family's A and B timed seconds apart")  # fmt: skip
     ab.add_argument("--prepare-workers", type=number(int, 1, "whole number"), metavar="N",
                     help="xdist workers in which each side's prepare compiles its families at once (default: from "
-                    "the host, a core and 8 GiB free each, the sides' prepares running at once)")  # fmt: skip
+                    "the host, a core and 7 GiB free each, the sides' prepares running at once)")  # fmt: skip
     ab.add_argument("--explain", action="store_true", help="after the rounds, profile each SLOWER or FASTER row once "
                     "more per side and show which kernels its time moved to")  # fmt: skip
     ab.add_argument("--explain-all", action="store_true", help="--explain for every row")
