@@ -114,9 +114,9 @@ def moderated_intervals(
     toward the matrix's (spread_prior over the rows' spreads, with a trend in their log latencies `at`; then
     Spread.moderated): limma's moderated t (Smyth 2004). A row of a few observations borrows degrees of freedom from
     rows of like spread, and its t quantile shrinks: at 4 observations and a 5% rate shared by 14 rows, from 7.5 to
-    at most 4.3. None below 3 observations. Rows of one of `groups` share their noise (one model's rows, timed in the
-    same processes): a row is moderated toward its group's other rows (group_variance) where they spread more than
-    the matrix does at its latency."""
+    at most 4.3. None below 3 observations. Rows of one of `groups` share their noise (a family's, timed in the same
+    processes): a row is moderated toward its group's other rows where they spread clearly more than the matrix
+    does at its latency (group_prior)."""
     from scipy.stats import t
 
     own: dict[K, tuple[float, float, int]] = {}
