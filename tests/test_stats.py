@@ -28,6 +28,7 @@ from pytest_vitperf.verdicts.stats import (
     detectable_change,
     false_discoveries,
     family_wise,
+    group_prior,
     log_ratio_interval,
     ratio_interval,
     spread_prior,
@@ -400,6 +401,38 @@ def test_a_row_far_noisier_than_the_prior_keeps_its_own_spread() -> None:
     assert Spread(edge * 1.01, 2, 3).moderated(prior) == Spread(edge * 1.01, 2, 3)
     assert Spread(edge * 0.99, 2, 3).moderated(prior).df == 4
     assert Spread(0.03, 2, 3).moderated(Prior(0.01**2, 1.5)).df == 3.5
+
+
+def test_a_family_clearly_noisier_than_the_matrix_lends_its_pooled_spread() -> None:
+    """A row's prior is its group's other rows' pooled variance where that lies beyond the matrix's by F's 95th
+    percentile (on their df and the prior's), at the matrix's weight; else the matrix's. A row does not lend to
+    itself, and a row of no group, or a group of one, keeps the matrix's."""
+    from scipy.stats import f
+
+    prior = Prior(0.004**2, 6)
+    edge = 0.004 * math.sqrt(float(f.ppf(0.95, 6, 6)))  # two other rows of 3 df each
+    groups = {k: "vit_small b1" for k in ("fp16", "fp8", "int8")} | {"bf16": "vit_base b1"}
+    at = dict.fromkeys([*groups, "alone"], 0.0)
+    noisy = {"fp16": Spread(edge * 1.01, 3, 4), "fp8": Spread(edge * 1.01, 3, 4), "int8": Spread(0.0036, 3, 4)}
+    spreads = {**noisy, "bf16": Spread(0.03, 3, 4), "alone": Spread(0.03, 3, 4)}
+    lent = group_prior(prior, "int8", spreads, at, groups)
+    assert lent == Prior((edge * 1.01) ** 2, 6)
+    quiet = {**spreads, "fp8": Spread(edge * 0.9, 3, 4), "fp16": Spread(edge * 0.9, 3, 4)}
+    assert group_prior(prior, "int8", quiet, at, groups) is prior
+    # the int8 row's own spread does not enter its group's, however large
+    assert group_prior(prior, "int8", {**spreads, "int8": Spread(1.0, 3, 4)}, at, groups) == lent
+    assert group_prior(prior, "bf16", spreads, at, groups) is prior  # alone in its group
+    assert group_prior(prior, "alone", spreads, at, groups) is prior  # no group
+    assert group_prior(None, "int8", spreads, at, groups) is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(1e-4, 0.05), min_size=2, max_size=6), st.floats(1e-4, 0.05), st.floats(0.5, 40.0))
+def test_a_group_only_ever_widens_a_rows_prior(sds: list[float], prior_sd: float, prior_df: float) -> None:
+    prior = Prior(prior_sd**2, prior_df)
+    spreads = {i: Spread(sd, 3, 4) for i, sd in enumerate(sds)}
+    got = group_prior(prior, 0, spreads, dict.fromkeys(spreads, 0.0), dict.fromkeys(spreads, "family"))
+    assert got is not None and got.df == prior.df and got.var >= prior.var
 
 
 def test_wilsons_interval_is_the_closed_form() -> None:
