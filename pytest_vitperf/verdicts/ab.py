@@ -186,10 +186,9 @@ def states(rounds: Sequence[tuple[Process, Process]], most: int | None = None) -
             seen.setdefault(f, []).append(way)
     mixed = {f for f, w in seen.items() if len(set(w)) > 1 or (most is not None and len(w) > most)}
     found = {k: sorted(families) for k, families in ways.items()}
-    aside = States([], mixed, found).aside
     out = []
     for i, (a, b) in enumerate(rounds):
-        gone = {f for side in "AB" for f in aside.get((i, side), ())}
+        gone = {f for side in "AB" for f in found.get((i, side), ()) if f not in mixed}  # aside
         out.append((_without(a, gone), _without(b, gone)) if gone else (a, b))
     return States(out, mixed, found)
 

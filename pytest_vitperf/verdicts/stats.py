@@ -353,9 +353,11 @@ def group_prior(
     from scipy.stats import f
 
     group = groups.get(row)
-    others = [s for k, s in spreads.items() if k != row and group is not None and groups.get(k) == group]
+    if prior is None or group is None:
+        return prior
+    others = [s for k, s in spreads.items() if k != row and groups.get(k) == group]
     df = math.fsum(s.df for s in others)
-    if prior is None or not df:
+    if not df:
         return prior
     var = math.fsum(s.df * s.sd_log**2 for s in others) / df
     return prior if var <= prior.var_at(at[row]) * float(f.ppf(0.95, df, prior.df)) else Prior(var, prior.df)
