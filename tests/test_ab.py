@@ -42,6 +42,7 @@ from pytest_vitperf.verdicts.ab import (
     SLOWER,
     SPEEDUP,
     UNKNOWN,
+    Process,
     Row,
     Side,
     exit_code,
@@ -328,6 +329,16 @@ def test_a_process_alone_in_another_state_is_set_aside_and_several_leave_their_f
     assert other_states(moved) == {}  # two of four rows moved: not a state of the process
     assert other_states([(a, {k: Side(v.median_ms * 1.02) for k, v in b.items()}) if i == 3 else (a, b)
                          for i, (a, b) in enumerate(aa[:7])]) == {}  # fmt: skip
+    uneven = {"fp16": 0.972, "bf16": 0.966, "fp8": 0.955, "int8": 0.949}  # a state as one H200 ran it at batch 64
+
+    def at_b64(factor: dict[str, float]) -> list[tuple[Process, Process]]:
+        moved = {k: factor[k.split()[1]] if k.endswith(" b64") else 1.0 for k in aa[3][1]}
+        return [(a, {k: Side(v.median_ms * moved[k]) for k, v in b.items()}) if i == 3 else (a, b)
+                for i, (a, b) in enumerate(aa[:7])]  # fmt: skip
+
+    assert other_states(at_b64(uneven)) == {(3, "B"): ["vit_base_patch16_224 b64"]}  # each row 2%, 3% on average
+    assert other_states(at_b64({**uneven, "fp16": 0.985})) == {}  # one row 1.5% off: not every precision moved
+    assert other_states(at_b64(dict.fromkeys(uneven, 0.975))) == {}  # 2.5% on average
 
 
 def test_a_family_that_moved_in_both_processes_of_a_round_is_no_other_state() -> None:
@@ -798,6 +809,7 @@ def test_a_prepare_that_fails_in_xdist_workers_is_run_again_in_one_process(
     assert "workers collected differently" in (tmp_path / "prepare-A.workers.log").read_text() or how == "1"
     err = capsys.readouterr().err
     assert err.count("preparing it in one process") == 1 and str(tmp_path / "prepare-A.workers.log") in err
+    assert ("it exited 2 and wrote no measurements (workers collected differently;" in err) == (how == "workers")
     assert not (tmp_path / "prepare-B.workers.log").exists()
 
 

@@ -355,6 +355,35 @@ def test_the_replay_of_a_live_h200_a_a_of_six_rounds_in_five_minutes() -> None:
     assert {v for k, v in rows.items() if " b64 " in k} == {"UNKNOWN"}
 
 
+def test_the_replay_of_the_latency_suite_at_the_default_threshold_and_a_side_that_ran_batch_64_faster_twice(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Real rounds (H200, 2026-12-04, cold, --threshold 0.75%, code f450a0e). The A/A: 14 of 14 rows SAME at the first
+    look, in 2 min 58 s. +1% on FP8, 10 rounds in 5 min 36 s: B's processes of rounds 4 and 8 ran every batch-64 row
+    2.7-5.1% faster than B's others (3.6-4.0% on average; every other process within 1.1%). FP16's 2.8% and 2.7% fell
+    short of the 3% each row needed then: nothing was set aside, and the batch-64 latencies, FP8's among them, ended
+    UNKNOWN. Each row 2% and the family 3% on average finds those two; the replay has FP8's four rows SLOWER and every
+    other row SAME. The default threshold is the one these runs used."""
+    import pytest_vitperf.verdicts.ab as ab
+
+    assert ab.THRESHOLD == 0.0075
+    data = json.loads((DATA / "ab" / "h200-ab-latency-0.75-2026-12-04.json").read_text())
+    aa, delay = recorded_rounds(data["aa"]), recorded_rounds(data["delay1"])
+    assert {f"{r.name} | {r.what}": r.verdict for r in sequential(aa)} == data["aa_verdicts"]
+    assert set(data["aa_verdicts"].values()) == {SAME}
+    b64 = ["vit_base_patch16_224 b64"]
+    assert states(delay).aside == {(4, "B"): b64, (8, "B"): b64}
+    rows = {f"{r.name} | {r.what}": r.verdict for r in sequential(delay)}
+    fp8 = {f"vit_base_patch16_224 fp8 b{b} | {w}" for b in (1, 64) for w in (LATENCY, SPEEDUP)}
+    assert {k for k, v in rows.items() if v == SLOWER} == fp8 and {v for k, v in rows.items() if k not in fp8} == {SAME}
+    monkeypatch.setattr(ab, "STATE_ROW", ab.STATE)  # the rule the run had
+    assert not states(delay).found
+    assert {f"{r.name} | {r.what}": r.verdict for r in sequential(delay)} == data["delay1_verdicts"]
+    live = data["delay1_verdicts"]
+    assert {k for k, v in live.items() if v == UNKNOWN} == {f"vit_base_patch16_224 {p} b64 | {LATENCY}"
+                                                              for p in ("bf16", "fp8", "int8")}  # fmt: skip
+
+
 def test_the_replay_of_three_live_h200_a_as_at_20_rounds_a_process() -> None:
     """Real rounds (H200, 2026-12-02, cold, the latency suite with --vitperf-rounds=20): three A/As decided 13, 9 and
     5 rows SAME at their first looks (4 min 16 s, 4 min 35 s, 4 min 21 s), where three at 10 rounds had decided 13, 8

@@ -3,14 +3,14 @@
 precision, the false-verdict rate per row and the power, each with its Clopper-Pearson 95% interval.
 
     python tools/ab_stopping.py [--matrices 10000] [--rounds 16] [--seed 1] [--scale 1] [--then 4] [--states 0]
-                                [--most M] [--one-way] [--models M] [--noisy F] [--no-families]
+                                [--most M] [--one-way] [--models M] [--noisy F] [--no-families] [--threshold 0.75%]
 
 A matrix is the latency suite's: one model, FP16, BF16, FP8 and INT8 at batch 1 and 64 (8 engines, 14 rows). A
 process's median of a row is its true latency times exp(noise): a part shared by the family (the clock under the
 power cap) and a part of the row's own, at the spreads of H200 processes (the recorded A/As of 2026-11-29 with
 today's process plan, tests/data/ab/h200-ab-short-slices-2026-11-29.json: a row's median spread 0.13-0.20% between
 processes at batch 1, 0.16-0.33% at batch 64); --scale multiplies them (the 4-round H200 runs of 2026-12-02 spread
-about twice as much at batch 64). The practical threshold is 0.5%.
+about twice as much at batch 64). The practical threshold is `vitperf ab`'s (0.75%) unless --threshold says.
 - A/A: a false verdict is a row SLOWER or FASTER.
 - +1% on FP8 (side B): a false verdict is one of FP8's four rows SAME or FASTER, or another row SLOWER or FASTER;
   the power is the share of FP8's rows SLOWER.
@@ -38,11 +38,11 @@ from typing import Any
 import numpy as np
 from scipy.stats import binomtest
 
-from pytest_vitperf.verdicts.ab import BLOCK, FASTER, SAME, SLOWER, Process, Row, Side, sequential
+from pytest_vitperf.options.parsers import parse_threshold
+from pytest_vitperf.verdicts.ab import BLOCK, FASTER, SAME, SLOWER, THRESHOLD, Process, Row, Side, sequential
 
 PRECISIONS = {"fp16": 1.0, "bf16": 1.01, "fp8": 0.87, "int8": 1.3}  # relative latencies (H200, ViT-B)
 BATCHES = {1: (0.6, 0.0010, 0.0012), 64: (5.9, 0.0020, 0.0018)}  # ms, family sd, own sd (log, per process)
-THRESHOLD = 0.005
 
 
 STATE_MOVE = 0.045  # how far a family run in another state sits: 4-7% at batch 64 (H200, 2026-12-03), ~6% at batch 1
@@ -81,7 +81,7 @@ def matrix(
 def run(
     matrices: int, rounds: int, delta: float, seed: int, confidence: float = 0.95, scale: float = 1.0,
     then: int = BLOCK, states: float = 0.0, most: int | None = None, one_way: bool = False, models: int = 1,
-    noisy: float = 1.0, by_family: bool = True,
+    noisy: float = 1.0, by_family: bool = True, threshold: float = THRESHOLD,
 ) -> dict[str, Any]:  # fmt: skip
     """What `matrices` simulated runs of up to `rounds` rounds decide, with `delta` (0: an A/A) on the first model's
     FP8 as side B; `most`: the processes in another state a family may have set aside (verdicts.ab.states);
@@ -94,7 +94,7 @@ def run(
     any_wrong = 0
     for _ in range(matrices):
         simulated = matrix(rng, rounds, {"vit0 fp8": 1 + delta} if delta else {}, scale, states, one_way, models, noisy)
-        judged: Sequence[Row] = sequential(simulated, threshold=THRESHOLD, confidence=confidence, step=then,
+        judged: Sequence[Row] = sequential(simulated, threshold=threshold, confidence=confidence, step=then,
                                            most=most, by_family=by_family)  # fmt: skip
         bad = 0
         for r in judged:
@@ -137,9 +137,10 @@ def main() -> None:
     parser.add_argument("--models", type=int, default=1, help="models in a matrix, 14 rows each")
     parser.add_argument("--noisy", type=float, default=1.0, help="the last model's spreads at batch 1, times")
     parser.add_argument("--no-families", action="store_true", help="rows borrow the matrix's spread alone")
+    parser.add_argument("--threshold", type=parse_threshold, default=THRESHOLD, help="the practical threshold (0.75%%)")
     args = parser.parse_args()
     print(f"{args.matrices} matrices of {14 * args.models} rows, up to {args.rounds} rounds, threshold "
-          f"{THRESHOLD:.1%}, 95%, the last model's batch-1 spreads x{args.noisy:g}, "
+          f"{args.threshold:.2%}, 95%, the last model's batch-1 spreads x{args.noisy:g}, "
           f"{'the matrix' if args.no_families else 'the matrix and the families'} lending spreads, "
           f"spreads x{args.scale:g}, looks at {BLOCK} rounds and every {args.then} after; a family in another state "
           f"{args.states:.1%} of processes{' (one way)' if args.one_way else ''}, "
@@ -147,7 +148,7 @@ def main() -> None:
     for name, delta in (("A/A", 0.0), ("+1% on fp8", 0.01)):
         r = run(args.matrices, args.rounds, delta, args.seed, scale=args.scale, then=args.then, states=args.states,
                 most=args.most, one_way=args.one_way, models=args.models, noisy=args.noisy,
-                by_family=not args.no_families)  # fmt: skip
+                by_family=not args.no_families, threshold=args.threshold)  # fmt: skip
         hit, targets = r["power"]
         print(f"{name}: false verdicts per row {rate(r['false'], r['rows'])}; matrices with one "
               f"{rate(r['matrices with one'], r['matrices'])}; rows decided {rate(r['decided'], r['rows'])}; "

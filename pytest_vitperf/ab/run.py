@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shlex
 import sys
 import tempfile
@@ -172,13 +173,29 @@ def _prepare(commands: dict[str, list[str]], work: Path, args: argparse.Namespac
         # side's prepare ran the same tests; H200, 2026-12-02): untimed, it loses only time to prepare again alone.
         for s in failed:
             kept = (work / f"prepare-{s}.log").replace(work / f"prepare-{s}.workers.log")
-            print(f"prepare {s}: in {args.prepare_workers} xdist workers it wrote no measurements (its output is "
-                  f"in {kept}); preparing it in one process", file=sys.stderr, flush=True)  # fmt: skip
+            why = _telling(kept) or "no line says why"
+            print(f"prepare {s}: in {args.prepare_workers} xdist workers it exited {failed[s]} and wrote no "
+                  f"measurements ({why}; its output is in {kept}); preparing it in one process", file=sys.stderr,
+                  flush=True)  # fmt: skip
         alone = argparse.Namespace(**{**vars(args), "prepare_workers": 1})
         codes = _prepares_at_once(failed, commands, work, alone, env)
         failed = {s: rc for s, rc in codes.items() if not _prepared(work, s, rc, args)}
     for s, rc in failed.items():
         read(work, s, "prepare", rc, args)  # raises, naming its log, once both sides have ended
+
+
+_TELLING = re.compile(r"error|collected no tests|differ|crashed|killed|memory", re.IGNORECASE)
+
+
+def _telling(log: Path) -> str:
+    """The last line of a process's output that says why it failed (an error, an xdist worker that collected
+    nothing), shortened; '' where none does. The nightly set's prepares on an H200 twice failed in their workers and
+    then ran alone, and only the log, gone with the machine, knew why (2026-12-04)."""
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    return next((line.strip()[:200] for line in reversed(lines) if _TELLING.search(line)), "")
 
 
 def _prepares_at_once(

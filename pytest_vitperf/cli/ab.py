@@ -27,7 +27,7 @@ def add(sub: Any) -> None:
     ab.add_argument("--budget-s", type=float, default=0.0,
                     help="seconds in which more rounds may run: while rows are unknown, and without --rounds, until "
                     "the largest batch's rows can see twice the threshold (0: none)")  # fmt: skip
-    ab.add_argument("--threshold", type=parse_threshold, default=THRESHOLD, help="the practical threshold (0.5%%)")
+    ab.add_argument("--threshold", type=parse_threshold, default=THRESHOLD, help="the practical threshold (0.75%%)")
     ab.add_argument("--confidence", type=float, default=0.95,
                     help="1 - the rate of wrong SLOWER or FASTER over the matrix, and of a row beyond the threshold "
                     "called SAME (0.95)")
