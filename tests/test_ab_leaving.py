@@ -205,6 +205,9 @@ def test_between_looks_the_estimate_reads_the_rows_as_the_rounds_so_far_would_ju
     p.forecast(judge(pairs(rounds[:3]), threshold=0.005, look=1))
     left = p.left_s(3, 4)
     assert left is not None and left >= 5 * 30.0 and "round 3 of 4 planned: not judged yet" in p.line(3, 4)
+    assert p.line(3, 4).endswith(f"; about 30 s to the first look, {minutes(left)} in all if it leaves rows open")
+    p.forecast(judge(pairs(rounds[:3]), threshold=0.05, look=1))  # at ±5% the look decides every row: one time
+    assert p.left_s(3, 4) == 30.0 and p.line(3, 4).endswith("not judged yet; about 30 s left")
     # a row that the look ending this block would decide needs that block, not one after it
     row = Row("m fp8 b1", LATENCY, 3, Interval(1.0, 0.999, 1.001, 0.95, 3, 0.001, 1.0, df=2.0), None, UNKNOWN, 0.01)
     assert rounds_to_decide([row], threshold=0.005, look_at=4) == 4
