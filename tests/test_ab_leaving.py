@@ -64,10 +64,10 @@ def test_the_stopping_rule_keeps_its_rates_on_simulated_matrices(delta: float, t
     if delta:
         hit, targets = r["power"]
         assert targets == 4 * 300 and hit / targets > 0.9
-    else:  # the first look decides more rows where processes spread less
-        narrow = load_tool("ab_stopping").run(100, 4, 0.0, seed=7, scale=0.6)["same at the first look"]
+    else:  # the first look decides fewer rows where processes spread more (at 0.75% nearly all where they spread less)
+        wide = load_tool("ab_stopping").run(100, 4, 0.0, seed=7, scale=1.5)["same at the first look"]
         assert len(r["same at the first look"]) == 300 and max(r["same at the first look"]) <= 14
-        assert sum(narrow) / 100 > sum(r["same at the first look"]) / 300 + 2
+        assert sum(wide) / 100 < sum(r["same at the first look"]) / 300 - 2
         assert sum(r["same by the second look"]) > sum(r["same at the first look"])  # at 4 + `then` rounds
 
 
