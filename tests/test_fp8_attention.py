@@ -76,12 +76,6 @@ def test_the_op_is_registered_for_compile_and_fake_tensors() -> None:
     assert torch.equal(compiled(*args), sdpa_fp8(*args).float())
 
 
-def prepare_on_cpu(precision: str, model: Any = None, name: str = "vit_tiny_patch16_224", **settings: Any) -> Any:
-    """The torch backend's engine of `precision` for `model` (vit_tiny) on the CPU, batch 2."""
-    return TorchBackend().prepare(model or build_model("vit_tiny"), model_name=name, precision=precision, batch=2,
-                                  device=Device("test CPU"), settings=Settings(**settings))  # fmt: skip
-
-
 def small_vit() -> Any:
     """A ViT of 12 blocks as narrow and short as the recipes take (64 wide, 17 tokens): on a CPU, torch's FP8 GEMM
     took 1.85 s a call at vit_tiny's shapes (torch 2.14), and vit_tiny's 48 Linears 88 s a forward pass."""
@@ -90,12 +84,18 @@ def small_vit() -> Any:
     return build_vit(img_size=64, patch_size=16, embed_dim=64, depth=12, num_heads=2, num_classes=16)
 
 
+def prepare_on_cpu(precision: str, model: Any = None, name: str = "small_vit", **settings: Any) -> Any:
+    """The torch backend's engine of `precision` for `model` (small_vit) on the CPU, batch 2."""
+    return TorchBackend().prepare(model or small_vit(), model_name=name, precision=precision, batch=2,
+                                  device=Device("test CPU"), settings=Settings(**settings))  # fmt: skip
+
+
 def computes_the_model_unlike_fp8(precision: str, note: str) -> Any:
     """A 12-block ViT's engine of `precision` (small_vit), once its summary says `note`, its output is the FP32
     model's within 0.99 of cosine, and it is not exactly fp8's: a recipe variant that changed what runs, not what is
     computed."""
     fp32 = small_vit()
-    fp8, engine = prepare_on_cpu("fp8", small_vit(), "small_vit"), prepare_on_cpu(precision, small_vit(), "small_vit")
+    fp8, engine = prepare_on_cpu("fp8"), prepare_on_cpu(precision)
     assert note in engine.describe()["quantization"]
     with torch.no_grad():
         reference = fp32(engine.inputs.float())

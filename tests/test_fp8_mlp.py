@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from pytest_vitperf.engines.quant.fp8_attention import E4M3_MAX
 from pytest_vitperf.engines.quant.fp8_mlp import linear_gelu_fp8, unsupported
 from pytest_vitperf.numerics import cosine
-from tests.test_fp8_attention import computes_the_model_unlike_fp8, prepare_on_cpu, small_vit
+from tests.test_fp8_attention import computes_the_model_unlike_fp8, prepare_on_cpu
 
 
 def _inputs(m: int, k: int, n: int, seed: int, bias: bool = True) -> tuple[tuple[Any, ...], torch.Tensor]:
@@ -83,8 +83,8 @@ def test_fp8_fused_runs_each_mlps_gelu_in_its_first_gemm_on_the_torch_backend() 
 
 def test_a_converted_fused_model_is_restored_from_the_cache(tmp_path: Any) -> None:
     """The swap is structural: the converted cache records the fused MLPs and restores them bit for bit."""
-    first = prepare_on_cpu("fp8-fused", small_vit(), "small_vit", cache_dir=tmp_path)
-    again = prepare_on_cpu("fp8-fused", small_vit(), "small_vit", cache_dir=tmp_path)
+    first = prepare_on_cpu("fp8-fused", cache_dir=tmp_path)
+    again = prepare_on_cpu("fp8-fused", cache_dir=tmp_path)
     assert list((tmp_path / "converted").glob("fp8-fused-*.pt"))
     assert again.describe()["quantization"] == first.describe()["quantization"]
     assert torch.equal(again.output(), first.output())
