@@ -266,6 +266,9 @@ def delay_banner(session: VitperfSession) -> list[str]:
 
 def tail(tr: Any, session: VitperfSession) -> None:
     """What follows the summary table: workers, plans, accuracy, the files written and the baselines."""
+    if getattr(tr, "config", None) is not None and tr.config.get_verbosity() < 0:
+        for note in session.cache_notes:  # -q (vitperf ab's processes) hides the header, which says them
+            tr.write_line(f"vitperf: {note}")
     _workers(tr, session)
     if session.plans:
         from pytest_vitperf.report.tables import plan_summary

@@ -387,6 +387,19 @@ def test_the_replay_of_the_latency_suite_at_the_default_threshold_and_a_side_tha
                                                               for p in ("bf16", "fp8", "int8")}  # fmt: skip
 
 
+def test_the_replay_of_plus_one_percent_on_fp8_decided_at_its_first_look_with_the_current_rules() -> None:
+    """Real rounds (H200, 2026-12-04 evening, cold, code 905b0ce: the default threshold 0.75% and the state rule of
+    2% a row): +1% on FP8 as side B, 4 rounds, one look, 3 min 24 s. FP8's four rows SLOWER, the other ten SAME, no
+    process in another state. The replay gives the live verdicts."""
+    data = json.loads((DATA / "ab" / "h200-ab-latency-delay1-905b0ce-2026-12-04.json").read_text())
+    rounds = recorded_rounds(data["delay1"])
+    assert len(rounds) == 4 and not states(rounds).found
+    rows = {f"{r.name} | {r.what}": r.verdict for r in sequential(rounds)}
+    assert rows == data["delay1_verdicts"]
+    fp8 = {f"vit_base_patch16_224 fp8 b{b} | {w}" for b in (1, 64) for w in (LATENCY, SPEEDUP)}
+    assert {k for k, v in rows.items() if v == SLOWER} == fp8 and {v for k, v in rows.items() if k not in fp8} == {SAME}
+
+
 def test_the_replay_of_three_live_h200_a_as_at_20_rounds_a_process() -> None:
     """Real rounds (H200, 2026-12-02, cold, the latency suite with --vitperf-rounds=20): three A/As decided 13, 9 and
     5 rows SAME at their first looks (4 min 16 s, 4 min 35 s, 4 min 21 s), where three at 10 rounds had decided 13, 8

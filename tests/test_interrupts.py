@@ -129,6 +129,57 @@ def test_a_signal_during_a_round_keeps_the_rounds_before_it_and_resume_runs_the_
     _none_left(tmp_path)
 
 
+@pytest.mark.parametrize(("slow", "signed"), [("round1-B", True), ("prepare-*", False)])
+def test_an_interrupted_run_signs_what_its_rounds_compiled_into_a_prepared_sides_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, slow: str, signed: bool
+) -> None:
+    """A round's process compiles into the parts it borrows of its side's cache, and `vitperf ab` signs them as the
+    run ends, a run cut off too: else the next run moves them aside and compiles them all again. A side whose prepare
+    never finished is left as it was: the next prepare checks it."""
+    from pytest_vitperf.core.signing import KEY_ENV, problem
+
+    monkeypatch.setenv(KEY_ENV, "a key of this test")
+    ab = _ab(tmp_path, slow)
+    _wait_for(lambda: f"run {slow.replace('*', 'B')}" in _events(tmp_path), slow)
+    for side in "AB":  # what a round compiled (the prepares here are scripts, which compile nothing)
+        (tmp_path / "w" / f"cache-{side}" / "inductor").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "w" / f"cache-{side}" / "inductor" / "kernel.py").write_text("compiled by a round\n")
+    _stopped(ab, signal.SIGTERM)
+    _none_left(tmp_path)
+    for side in "AB":
+        why = problem(tmp_path / "w" / f"cache-{side}" / "inductor", b"a key of this test")
+        assert (why is None) == signed, why
+
+
+def test_a_second_run_in_a_work_folder_in_use_refuses_in_one_line_and_touches_nothing(tmp_path: Path) -> None:
+    """Two runs in one folder clear and read each other's files; the second refuses until the first has ended, even
+    one that was killed outright (the kernel drops its lock)."""
+    first = _ab(tmp_path, "round1-B")
+    _wait_for(lambda: "run round1-B" in _events(tmp_path), "round 1")
+    work = tmp_path / "w"
+    before = {p.name: p.stat().st_mtime_ns for p in work.iterdir() if p.is_file()}
+    for extra in [(), ("--resume",)]:
+        second = _ab(tmp_path, "none", *extra)
+        _, err = second.communicate(timeout=60)
+        assert second.returncode == 2, err
+        assert err.count("\n") == 1 and err.startswith(f"vitperf ab: {work} is in use by another vitperf ab run (pid "
+                                                       f"{first.pid}, since "), err  # fmt: skip
+        assert err.rstrip().endswith("; wait for it to end, or run this one in a new folder: vitperf ab --a "
+                                     "'env SIDE=A DATA=" + str(DATA) + " sh side.sh' --b 'env SIDE=B DATA="
+                                     + str(DATA) + " sh side.sh' --rounds 4 -- suite.py"), err  # fmt: skip
+    assert {p.name: p.stat().st_mtime_ns for p in work.iterdir() if p.is_file() and p.name in before} == before
+    assert first.poll() is None and _events(tmp_path).count("start round0-A") == 1
+    first.kill()
+    first.communicate()
+    _wait_for(lambda: not [line for line in _left(tmp_path) if " side " in line], "the first run's sides", LIMIT_S)
+    for line in _left(tmp_path):  # their grandchildren, which only a group kill by a live parent ends
+        os.kill(int(line.split()[0]), signal.SIGKILL)
+    again = _ab(tmp_path, "none", "--resume")
+    _, err = again.communicate(timeout=120)
+    assert again.returncode == 0, err
+    _none_left(tmp_path)
+
+
 def test_a_parent_killed_outright_takes_its_children_along(tmp_path: Path) -> None:
     ab = _ab(tmp_path, "prepare-*")
     _wait_for(lambda: {"run prepare-A", "run prepare-B"} <= set(_events(tmp_path)), "both prepares")

@@ -109,9 +109,9 @@ def test_a_changed_inductor_kernel_is_not_loaded_and_the_run_compiles_again(
     suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Real Inductor kernels on the CPU: the first run compiles and signs them, and with the same key they check
-    clean. One kernel is then given a payload that would write a file when imported: the next
-    run moves the part aside (one line in the header), the payload never runs, the run compiles again and passes, and
-    signs the new part. The part, copied to a host of another key, is rebuilt there."""
+    clean. One kernel is then given a payload that would write a file when imported: the next run moves the part
+    aside (one line in the header; with -q, after the summary), the payload never runs, the run compiles again and
+    passes, and signs the new part. The part, copied to a host of another key, is rebuilt there."""
     cache = suite.path / "cache"
     args = (*FAST, "--vitperf-precisions=fp32", "--vitperf-compile=default", f"--vitperf-cache-dir={cache}",
             "-p", "no:xdist")  # fmt: skip
@@ -127,7 +127,7 @@ def test_a_changed_inductor_kernel_is_not_loaded_and_the_run_compiles_again(
                                   f"to inductor{ASIDE}*, not loaded, and built again"])  # fmt: skip
     assert not pwned.exists() and problem(cache / "inductor", cache_key()) is None
     monkeypatch.setenv(KEY_ENV, "another host's key")
-    elsewhere = suite.runpytest(*args)
+    elsewhere = suite.runpytest(*args, "-q")  # as vitperf ab's processes run: no header, so after the summary
     elsewhere.assert_outcomes(passed=1)
     elsewhere.stdout.fnmatch_lines(["vitperf: cache *inductor: signed under another key; moved aside *"])
 

@@ -51,6 +51,8 @@ from pytest_vitperf.verdicts.ab import (
 )
 
 if TYPE_CHECKING:
+    from filelock import BaseFileLock
+
     from pytest_vitperf.verdicts.ab import Process, Row
 
 EXAMPLE = "vitperf ab --a .venv --b /opt/candidate-venv --budget-s 600 -- suites/test_vit_latency.py"
@@ -69,6 +71,28 @@ def side_command(env: str) -> list[str]:
 
 
 RUN_FILE = "ab-run.json"  # what a work folder was run with, so that --resume continues only the same run
+LOCK, OWNER = ".ab.lock", "ab-owner.txt"  # held while a run uses its work folder; and which run that is
+
+
+def _hold(work: Path, args: argparse.Namespace) -> BaseFileLock | None:
+    """The work folder's lock, taken (the kernel drops it if we die); None, said, where another run holds it: a run
+    started in a folder in use took the other's done files for its own processes' and stalled (H200, 2026-12-04)."""
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(str(work / LOCK), timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        try:
+            owner = (work / OWNER).read_text().strip()
+        except OSError:
+            owner = "which one is not written yet"
+        elsewhere = argparse.Namespace(**{**vars(args), "work_dir": None, "resume": False})
+        print(f"vitperf ab: {work} is in use by another vitperf ab run ({owner}); wait for it to end, or run this "
+              f"one in a new folder: {again(elsewhere)}", file=sys.stderr)  # fmt: skip
+        return None
+    (work / OWNER).write_text(f"pid {os.getpid()}, since {time.strftime('%Y-%m-%d %H:%M:%S %Z')}\n")
+    return lock
 
 
 def _what(args: argparse.Namespace) -> dict[str, object]:
@@ -298,13 +322,13 @@ def _run(
             ahead.drop()  # no block follows, or we were interrupted during a look
 
 
-def _sign_sides(work: Path) -> None:
-    """Sign each side's cache folder again once the rounds have run: a round's process may have compiled into the
-    parts it borrows, and neither checks nor signs them itself (core/signing.CHECKED_ENV)."""
+def _sign_sides(work: Path, args: argparse.Namespace) -> None:
+    """Sign each prepared side's cache folder as the run ends, whatever ends it (as pytest runs do): a round's process
+    may have compiled into the parts it borrows (core/signing.CHECKED_ENV); unsigned, the next run builds them again."""
     from pytest_vitperf.core.signing import cache_key, sign
 
     for side in "AB":
-        if (work / f"cache-{side}").is_dir():
+        if (work / f"cache-{side}").is_dir() and recorded(work, "prepare", side, args, say=False):
             sign(work / f"cache-{side}", cache_key())
 
 
@@ -335,6 +359,16 @@ def run(args: argparse.Namespace) -> int:
         return 2
     work = args.work_dir = Path(args.work_dir or tempfile.mkdtemp(prefix="vitperf-ab-"))  # named in what to run next
     work.mkdir(parents=True, exist_ok=True)
+    if (lock := _hold(work, args)) is None:
+        return 2
+    try:
+        return _measured(commands, work, args)
+    finally:
+        lock.release()
+
+
+def _measured(commands: dict[str, list[str]], work: Path, args: argparse.Namespace) -> int:
+    """The run in its work folder, held (_hold): its rounds, judged and reported; the exit code of its verdicts."""
     if args.gpus:
         from pytest_vitperf.ab.gpus import split_over_gpus
 
@@ -346,7 +380,6 @@ def run(args: argparse.Namespace) -> int:
     try:
         with processes.interruptible():
             looks, rounds, rows = _run(commands, work, args, env, progress)
-            _sign_sides(work)
             if (args.explain or args.explain_all) and (names := chosen(rows, args.explain_all)):
                 overlap = not host_timed(work)
                 explained = explain(names, lambda t, ns: in_turn(t, commands, work, ns, env, overlap), work, args)
@@ -359,6 +392,7 @@ def run(args: argparse.Namespace) -> int:
         return exc.code
     finally:
         progress.close()
+        _sign_sides(work, args)
     device = f"GPU {args.gpu}" if args.gpu is not None else "the default device"
     from pytest_vitperf.ab.report import processes_in_states, report
 
