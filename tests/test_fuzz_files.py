@@ -20,7 +20,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_vitperf.ab.run import RUN_FILE, _begin
+from pytest_vitperf.ab.folder import RUN_FILE, begin
 from pytest_vitperf.ab.turns import SideFailed
 from pytest_vitperf.cli import main
 from pytest_vitperf.cli.floors import _key, _merge
@@ -154,7 +154,7 @@ def test_ab_run_files(tmp_path: Path, data: bytes) -> None:
     args = argparse.Namespace(**AB_ARGS, resume=True, rounds=4, work_dir=tmp_path, budget_s=0)
 
     def read(path: Path) -> None:
-        _begin(path.parent, args)  # resumes (its recorded blocks are judged again as they were), or raises
+        begin(path.parent, args)  # resumes (its recorded blocks are judged again as they were), or raises
 
     _check(tmp_path, RUN_FILE, data, read, SideFailed)
 

@@ -1,8 +1,9 @@
 """Interrupts end everything: SIGINT or SIGTERM to `vitperf ab`, `vitperf calibrate` or a pytest run with the plugin
 ends every process it started within seconds, prints one line (what was done, what was not, the command that
 resumes) and exits 130 or 143; a parent killed outright takes its children along; `vitperf ab --resume` then
-finishes the run. Real processes throughout: the sides of `vitperf ab` are shell scripts that stand in for pytest
-(each writes a real process's --benchmark-json) and start a grandchild, as pytest starts compile workers."""
+finishes the run, and a second run may not start in its folder while it runs (--prepare-only stops after the
+prepares, for a --resume). Real processes throughout: the sides of `vitperf ab` are shell scripts that stand in for
+pytest (each writes a real process's --benchmark-json) and start a grandchild, as pytest starts compile workers."""
 
 from __future__ import annotations
 
@@ -68,12 +69,15 @@ def _none_left(path: Path) -> None:
         time.sleep(0.05)
 
 
-def _ab(path: Path, slow: str, *extra: str) -> subprocess.Popen[str]:
+def _ab_command(path: Path, *extra: str) -> list[str]:
     (path / "side.sh").write_text(SIDE)
     sides = [f"env SIDE={s} DATA={DATA} sh side.sh" for s in "AB"]
-    cmd = [sys.executable, "-m", "pytest_vitperf.cli", "ab", "--a", sides[0], "--b", sides[1], "--rounds", "4",
-           "--work-dir", str(path / "w"), *extra, "--", "suite.py"]  # fmt: skip
-    return subprocess.Popen(cmd, cwd=path, env={**os.environ, "SLOW": slow}, text=True,
+    return [sys.executable, "-m", "pytest_vitperf.cli", "ab", "--a", sides[0], "--b", sides[1], "--rounds", "4",
+            "--work-dir", str(path / "w"), *extra, "--", "suite.py"]  # fmt: skip
+
+
+def _ab(path: Path, slow: str, *extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(_ab_command(path, *extra), cwd=path, env={**os.environ, "SLOW": slow}, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
 
 
@@ -178,6 +182,30 @@ def test_a_second_run_in_a_work_folder_in_use_refuses_in_one_line_and_touches_no
     _, err = again.communicate(timeout=120)
     assert again.returncode == 0, err
     _none_left(tmp_path)
+
+
+def test_prepare_only_fills_the_caches_and_resume_runs_the_rounds_alone(tmp_path: Path) -> None:
+    """--prepare-only: the two prepares, then one line ending with the command that runs the rounds; that --resume
+    prepares nothing again."""
+    ab = _ab(tmp_path, "none", "--prepare-only")
+    out, err = ab.communicate(timeout=120)
+    assert ab.returncode == 0, err
+    work = tmp_path / "w"
+    assert out.strip().splitlines() == ["prepare A: 8 measurements", "prepare B: 8 measurements",
+                                        f"vitperf ab: both sides prepared in {work}; run the rounds with: vitperf ab "
+                                        f"--a 'env SIDE=A DATA={DATA} sh side.sh' --b 'env SIDE=B DATA={DATA} sh "
+                                        f"side.sh' --rounds 4 --work-dir {work} --resume -- suite.py"]  # fmt: skip
+    assert sorted(e for e in _events(tmp_path) if e.startswith("run")) == ["run prepare-A", "run prepare-B"]
+    assert not list(work.glob("round*.json"))
+    rounds = _ab(tmp_path, "none", "--resume")
+    _, err = rounds.communicate(timeout=120)
+    assert rounds.returncode == 0, err
+    ran = [e for e in _events(tmp_path) if e.startswith("run")]
+    assert ran.count("run prepare-A") == 1 and {f"run round{i}-{s}" for i in range(4) for s in "AB"} <= set(ran)
+    _none_left(tmp_path)
+    gpus = subprocess.run(_ab_command(tmp_path, "--prepare-only", "--gpus", "all"), capture_output=True, text=True,
+                          timeout=60, check=False)  # fmt: skip
+    assert gpus.returncode == 2 and gpus.stderr.startswith("vitperf ab: --prepare-only prepares for one GPU; leave ")
 
 
 def test_a_parent_killed_outright_takes_its_children_along(tmp_path: Path) -> None:

@@ -12,7 +12,6 @@ With a time budget, rows still unknown get more rounds, four at a time.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import shlex
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pytest_vitperf.ab.explain import chosen, explain
+from pytest_vitperf.ab.folder import begin, hold, kept, write_run
 from pytest_vitperf.ab.plan import host_prepare_workers, open_units, tests_of, units_file
 from pytest_vitperf.ab.progress import Progress
 from pytest_vitperf.ab.turns import (
@@ -51,8 +51,6 @@ from pytest_vitperf.verdicts.ab import (
 )
 
 if TYPE_CHECKING:
-    from filelock import BaseFileLock
-
     from pytest_vitperf.verdicts.ab import Process, Row
 
 EXAMPLE = "vitperf ab --a .venv --b /opt/candidate-venv --budget-s 600 -- suites/test_vit_latency.py"
@@ -68,60 +66,6 @@ def side_command(env: str) -> list[str]:
                                              f"a command prefix, e.g. {EXAMPLE}")  # fmt: skip
         return [str(python)]
     return [env] if path.is_file() else shlex.split(env)
-
-
-RUN_FILE = "ab-run.json"  # what a work folder was run with, so that --resume continues only the same run
-LOCK, OWNER = ".ab.lock", "ab-owner.txt"  # held while a run uses its work folder; and which run that is
-
-
-def _hold(work: Path, args: argparse.Namespace) -> BaseFileLock | None:
-    """The work folder's lock, taken (the kernel drops it if we die); None, said, where another run holds it: a run
-    started in a folder in use took the other's done files for its own processes' and stalled (H200, 2026-12-04)."""
-    from filelock import FileLock, Timeout
-
-    lock = FileLock(str(work / LOCK), timeout=0)
-    try:
-        lock.acquire()
-    except Timeout:
-        try:
-            owner = (work / OWNER).read_text().strip()
-        except OSError:
-            owner = "which one is not written yet"
-        elsewhere = argparse.Namespace(**{**vars(args), "work_dir": None, "resume": False})
-        print(f"vitperf ab: {work} is in use by another vitperf ab run ({owner}); wait for it to end, or run this "
-              f"one in a new folder: {again(elsewhere)}", file=sys.stderr)  # fmt: skip
-        return None
-    (work / OWNER).write_text(f"pid {os.getpid()}, since {time.strftime('%Y-%m-%d %H:%M:%S %Z')}\n")
-    return lock
-
-
-def _what(args: argparse.Namespace) -> dict[str, object]:
-    relay = {"relay": True} if getattr(args, "relay", False) else {}  # a run before --relay is resumed as it was
-    return {"a": args.a, "b": args.b, "pytest_args": args.pytest_args, "reuse_compiles": args.reuse_compiles, **relay}
-
-
-def _write_run(work: Path, args: argparse.Namespace, looks: int) -> None:
-    (work / RUN_FILE).write_text(json.dumps({**_what(args), "looks": looks}, indent=1))
-
-
-def _begin(work: Path, args: argparse.Namespace) -> None:
-    """A new run's work folder cleared of an earlier run's processes, or a resumed run's checked to be of this run."""
-    if not args.resume:
-        for old in [*work.glob("round*-[AB].*"), *work.glob("prepare-[AB].*"), *work.glob("explain-[AB].*"),
-                    *work.glob("open-after-look*.txt")]:  # fmt: skip
-            old.unlink()  # an earlier run's processes: a later --resume must not take them for this run's
-        _write_run(work, args, 0)
-        return
-    try:
-        earlier = json.loads((work / RUN_FILE).read_text())
-        if int(earlier.pop("looks")) < 0:
-            raise ValueError(earlier)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, OverflowError, RecursionError):
-        raise SideFailed(f"{work / RUN_FILE} holds no earlier vitperf ab run to resume; start one without --resume: "
-                         f"{again(args).replace(' --resume', '')}") from None  # fmt: skip
-    if earlier != _what(args):
-        raise SideFailed(f"{work / RUN_FILE} holds a run of other sides or suites; resume that "
-                         f"one, or start this one elsewhere: {again(args).replace(' --resume', '')}")  # fmt: skip
 
 
 def _rounds(
@@ -196,10 +140,10 @@ def _prepare(commands: dict[str, list[str]], work: Path, args: argparse.Namespac
         # A prepare's xdist workers once collected differently (two of four none, on a warm cache, while the other
         # side's prepare ran the same tests; H200, 2026-12-02): untimed, it loses only time to prepare again alone.
         for s in failed:
-            kept = (work / f"prepare-{s}.log").replace(work / f"prepare-{s}.workers.log")
-            why = _telling(kept) or "no line says why"
+            log = (work / f"prepare-{s}.log").replace(work / f"prepare-{s}.workers.log")
+            why = _telling(log) or "no line says why"
             print(f"prepare {s}: in {args.prepare_workers} xdist workers it exited {failed[s]} and wrote no "
-                  f"measurements ({why}; its output is in {kept}); preparing it in one process", file=sys.stderr,
+                  f"measurements ({why}; its output is in {log}); preparing it in one process", file=sys.stderr,
                   flush=True)  # fmt: skip
         alone = argparse.Namespace(**{**vars(args), "prepare_workers": 1})
         codes = _prepares_at_once(failed, commands, work, alone, env)
@@ -256,7 +200,7 @@ def _run(
     block more (or half a block) as long as --budget-s pays for it (verdicts.ab.more_rounds). A resumed run judges
     its recorded blocks as they were judged. Returns the looks taken, the rounds, and the rows judged."""
     run_began = time.monotonic()
-    _begin(work, args)
+    begin(work, args)
     prepared = args.resume and all(recorded(work, "prepare", s, args) for s in "AB")
     block_began = 0.0
 
@@ -298,7 +242,7 @@ def _run(
             ahead = then
             per_round = (time.monotonic() - block_began) / step  # resumed ones cost nothing: a low guess
             looks += 1
-            _write_run(work, args, looks)
+            write_run(work, args, looks)
             rows = judged(rounds, looks)
             progress.judged(rows)
             more = 0
@@ -332,18 +276,11 @@ def _sign_sides(work: Path, args: argparse.Namespace) -> None:
             sign(work / f"cache-{side}", cache_key())
 
 
-def _kept(work: Path, args: argparse.Namespace) -> str:
-    """What an interrupted run leaves for --resume: the processes that finished, as the work folder holds them."""
-    prepared = [s for s in "AB" if recorded(work, "prepare", s, args, say=False)]
-    done = 0
-    while all(recorded(work, f"round{done}", s, args, say=False) for s in "AB"):
-        done += 1
-    return (f"Kept in {work}: {len(prepared)} of 2 prepares and {done} whole round(s); not run: "
-            f"{'the rounds' if len(prepared) < 2 else f'round {done} on'}")  # fmt: skip
-
-
 def run(args: argparse.Namespace) -> int:
     """`vitperf ab` with its parsed arguments (cli/ab.py); the exit code of its verdicts."""
+    if args.prepare_only and args.gpus:
+        print(f"vitperf ab: --prepare-only prepares for one GPU; leave out --gpus: {again(args)}", file=sys.stderr)
+        return 2
     if args.rounds is not None and args.rounds < 3:
         print(f"vitperf ab: an interval needs 3 rounds or more: {EXAMPLE}", file=sys.stderr)
         return 2
@@ -359,7 +296,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     work = args.work_dir = Path(args.work_dir or tempfile.mkdtemp(prefix="vitperf-ab-"))  # named in what to run next
     work.mkdir(parents=True, exist_ok=True)
-    if (lock := _hold(work, args)) is None:
+    if (lock := hold(work, args)) is None:
         return 2
     try:
         return _measured(commands, work, args)
@@ -368,7 +305,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _measured(commands: dict[str, list[str]], work: Path, args: argparse.Namespace) -> int:
-    """The run in its work folder, held (_hold): its rounds, judged and reported; the exit code of its verdicts."""
+    """The run in its work folder, held (folder.hold): its rounds, judged and reported; its verdicts' exit code."""
     if args.gpus:
         from pytest_vitperf.ab.gpus import split_over_gpus
 
@@ -379,6 +316,11 @@ def _measured(commands: dict[str, list[str]], work: Path, args: argparse.Namespa
     progress = Progress(args.threshold, args.confidence, args.budget_s)
     try:
         with processes.interruptible():
+            if args.prepare_only:  # the caches filled, say before the GPU window; --resume runs the rounds
+                begin(work, args)
+                _prepare(commands, work, args, env)
+                print(f"vitperf ab: both sides prepared in {work}; run the rounds with: {again(args, resume=True)}")
+                return 0
             looks, rounds, rows = _run(commands, work, args, env, progress)
             if (args.explain or args.explain_all) and (names := chosen(rows, args.explain_all)):
                 overlap = not host_timed(work)
@@ -387,7 +329,7 @@ def _measured(commands: dict[str, list[str]], work: Path, args: argparse.Namespa
         print(f"vitperf ab: {exc}", file=sys.stderr)
         return 2
     except processes.Interrupted as exc:
-        print(f"vitperf ab: {exc}, and every process it started has ended. {_kept(work, args)}; resume with: "
+        print(f"vitperf ab: {exc}, and every process it started has ended. {kept(work, args)}; resume with: "
               f"{again(args, resume=True)}", file=sys.stderr)  # fmt: skip
         return exc.code
     finally:

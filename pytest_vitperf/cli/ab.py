@@ -37,6 +37,9 @@ def add(sub: Any) -> None:
     ab.add_argument("--work-dir", type=Path, help="caches, logs and each process's JSON (default: a new temp folder)")
     ab.add_argument("--resume", action="store_true",
                     help="continue the run in --work-dir: its caches and the rounds it finished are kept")  # fmt: skip
+    ab.add_argument("--prepare-only", action="store_true",
+                    help="run only each side's prepare (compiles, exports, calibrations: the cold start) into "
+                    "--work-dir's caches, then stop; --resume then runs the rounds, and a new run there starts warm")
     ab.add_argument("--reuse-compiles", action="store_true",
                     help="rounds load every build of their side's prepare process, TensorRT plans and kernels "
                     "compiled with timed choices included: faster, but that one build's draw then sits in every "
