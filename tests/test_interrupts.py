@@ -206,6 +206,7 @@ def test_prepare_only_fills_the_caches_and_resume_runs_the_rounds_alone(tmp_path
     gpus = subprocess.run(_ab_command(tmp_path, "--prepare-only", "--gpus", "all"), capture_output=True, text=True,
                           timeout=60, check=False)  # fmt: skip
     assert gpus.returncode == 2 and gpus.stderr.startswith("vitperf ab: --prepare-only prepares for one GPU; leave ")
+    assert gpus.stderr.rstrip().endswith(f"--rounds 4 --work-dir {work} --prepare-only -- suite.py"), gpus.stderr
 
 
 def test_a_parent_killed_outright_takes_its_children_along(tmp_path: Path) -> None:

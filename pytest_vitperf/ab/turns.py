@@ -295,6 +295,7 @@ def again(args: argparse.Namespace, resume: bool = False) -> str:
     opts += [f"--{k} {shlex.quote(getattr(args, k))}" for k in ("gpu", "gpus") if getattr(args, k, None)]
     opts += [f"--work-dir {shlex.quote(str(args.work_dir))}"] if args.work_dir else []
     opts += ["--reuse-compiles"] * bool(args.reuse_compiles) + ["--relay"] * bool(getattr(args, "relay", False))
+    opts += ["--prepare-only"] * bool(getattr(args, "prepare_only", False))
     opts += ["--resume"] * bool(args.resume or resume)
     return " ".join(["vitperf ab", *opts, "--", *map(shlex.quote, args.pytest_args)])
 
