@@ -194,7 +194,7 @@ def report(rows: list[Row], device: str, rounds: int, looks: int, work: Path, ar
     from pytest_vitperf.ab.explain import as_json
     from pytest_vitperf.ab.explain import markdown as explanations
     from pytest_vitperf.ab.formats import github_action_benchmark, markdown
-    from pytest_vitperf.verdicts.ab import STATE, exit_code
+    from pytest_vitperf.verdicts.ab import STATE, STATE_ROW, exit_code
 
     facts = {"a": args.a, "b": args.b, "device": device, "threshold": args.threshold, "confidence": args.confidence,
              "rounds": rounds, "looks": looks, "compile": compile_mode(args.pytest_args),
@@ -202,11 +202,10 @@ def report(rows: list[Row], device: str, rounds: int, looks: int, work: Path, ar
     (ready, loads), times, prepares = ready_engines(work), round_time(work), prepare_time(work)
     lines = markdown(rows, facts) + open_rows_line(rows, rounds, args, times) + ready_line(ready, loads)
     lines += time_lines(times, prepares) if times or prepares else []
-    lines += ["", f"Not judged, their families run in two states (every row {STATE:.0%} or more one way from the "
-              f"side's medians): {'; '.join(odd)}"] if odd else []  # fmt: skip
-    lines += ["", f"Set aside, in another state (every row {STATE:.0%} or more one way from the side's medians, and "
-              f"the family's others so found the same way; its round left out of that family's rows): "
-              f"{'; '.join(aside)}"] if aside else []  # fmt: skip
+    away = f"every row {STATE_ROW:.0%} or more one way from the side's medians, {STATE:.0%} on average"
+    lines += ["", f"Not judged, their families run in two states ({away}): {'; '.join(odd)}"] if odd else []
+    lines += ["", f"Set aside, in another state ({away}, and the family's others so found the same way; its round "
+              f"left out of that family's rows): {'; '.join(aside)}"] if aside else []  # fmt: skip
     lines += ["", *explanations(explained)] if explained else []
     print("\n".join(lines))
     code = exit_code(rows)
