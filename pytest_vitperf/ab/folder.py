@@ -33,9 +33,8 @@ def hold(work: Path, args: argparse.Namespace) -> BaseFileLock | None:
             owner = (work / OWNER).read_text().strip()
         except OSError:
             owner = "which one is not written yet"
-        elsewhere = argparse.Namespace(**{**vars(args), "work_dir": None, "resume": False})
         print(f"vitperf ab: {work} is in use by another vitperf ab run ({owner}); wait for it to end, or run this "
-              f"one in a new folder: {again(elsewhere)}", file=sys.stderr)  # fmt: skip
+              f"one in a new folder: {again(args, work_dir=None, resume=False)}", file=sys.stderr)  # fmt: skip
         return None
     (work / OWNER).write_text(f"pid {os.getpid()}, since {time.strftime('%Y-%m-%d %H:%M:%S %Z')}\n")
     return lock
@@ -66,10 +65,10 @@ def begin(work: Path, args: argparse.Namespace) -> None:
             raise ValueError(earlier)
     except (OSError, ValueError, KeyError, TypeError, AttributeError, OverflowError, RecursionError):
         raise SideFailed(f"{work / RUN_FILE} holds no earlier vitperf ab run to resume; start one without --resume: "
-                         f"{again(args).replace(' --resume', '')}") from None  # fmt: skip
+                         f"{again(args, resume=False)}") from None  # fmt: skip
     if earlier != what(args):
         raise SideFailed(f"{work / RUN_FILE} holds a run of other sides or suites; resume that "
-                         f"one, or start this one elsewhere: {again(args).replace(' --resume', '')}")  # fmt: skip
+                         f"one, or start this one elsewhere: {again(args, resume=False)}")  # fmt: skip
 
 
 def kept(work: Path, args: argparse.Namespace) -> str:

@@ -279,8 +279,8 @@ def _sign_sides(work: Path, args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> int:
     """`vitperf ab` with its parsed arguments (cli/ab.py); the exit code of its verdicts."""
     if args.prepare_only and args.gpus:
-        one = argparse.Namespace(**{**vars(args), "gpus": None})
-        print(f"vitperf ab: --prepare-only prepares for one GPU; leave out --gpus: {again(one)}", file=sys.stderr)
+        print(f"vitperf ab: --prepare-only prepares for one GPU; leave out --gpus: {again(args, gpus=None)}",
+              file=sys.stderr)
         return 2
     if args.rounds is not None and args.rounds < 3:
         print(f"vitperf ab: an interval needs 3 rounds or more: {EXAMPLE}", file=sys.stderr)
@@ -320,8 +320,8 @@ def _measured(commands: dict[str, list[str]], work: Path, args: argparse.Namespa
             if args.prepare_only:  # the caches filled, say before the GPU window; --resume runs the rounds
                 begin(work, args)
                 _prepare(commands, work, args, env)
-                then = argparse.Namespace(**{**vars(args), "prepare_only": False})
-                print(f"vitperf ab: both sides prepared in {work}; run the rounds with: {again(then, resume=True)}")
+                print(f"vitperf ab: both sides prepared in {work}; run the rounds with: "
+                      f"{again(args, prepare_only=False, resume=True)}")
                 return 0
             looks, rounds, rows = _run(commands, work, args, env, progress)
             if (args.explain or args.explain_all) and (names := chosen(rows, args.explain_all)):

@@ -287,8 +287,10 @@ def read(work: Path, side: str, label: str, rc: int, args: argparse.Namespace, s
     return {f"{m.spec.model} {m.spec.precision} b{m.spec.batch}": Side(m.median, m.sm_mhz) for m in measured}
 
 
-def again(args: argparse.Namespace, resume: bool = False) -> str:
-    """The command as given (with --resume if `resume`), to end a failure message with."""
+def again(args: argparse.Namespace, **changed: object) -> str:
+    """The command as given, but for the options `changed` (resume=True adds --resume, work_dir=None drops the
+    folder), to end a failure message with."""
+    args = argparse.Namespace(**{**vars(args), **changed})
     opts = [f"--a {shlex.quote(args.a)}", f"--b {shlex.quote(args.b)}"]
     opts += [f"--rounds {args.rounds}"] if args.rounds else []
     opts += [f"--budget-s {args.budget_s:g}"] if getattr(args, "budget_s", 0) else []
@@ -296,7 +298,7 @@ def again(args: argparse.Namespace, resume: bool = False) -> str:
     opts += [f"--work-dir {shlex.quote(str(args.work_dir))}"] if args.work_dir else []
     opts += ["--reuse-compiles"] * bool(args.reuse_compiles) + ["--relay"] * bool(getattr(args, "relay", False))
     opts += ["--prepare-only"] * bool(getattr(args, "prepare_only", False))
-    opts += ["--resume"] * bool(args.resume or resume)
+    opts += ["--resume"] * bool(args.resume)
     return " ".join(["vitperf ab", *opts, "--", *map(shlex.quote, args.pytest_args)])
 
 
