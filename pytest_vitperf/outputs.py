@@ -264,11 +264,28 @@ def delay_banner(session: VitperfSession) -> list[str]:
     return lines
 
 
+def header(config: pytest.Config, session: VitperfSession) -> list[str]:
+    """The header's lines but the delay banner: the device, backend and versions, the models, why the backend cannot
+    run, and the cache's parts moved aside."""
+    from pytest_vitperf.engines.models.zoo import weights_note
+    from pytest_vitperf.hookspec import registered_models
+    from pytest_vitperf.measure.env import header_line
+
+    backend = session.backend
+    lines = [header_line(session.device, backend.name, backend.version()),
+             f"vitperf: models: {weights_note(session.models, session.settings.weights, registered_models(config))}"]
+    if session.backend_reason:
+        lines.append(f"vitperf: backend {backend.name} cannot run here: {session.backend_reason}")
+    return [*lines, *(f"vitperf: {note}" for note in session.cache_notes)]
+
+
 def tail(tr: Any, session: VitperfSession) -> None:
     """What follows the summary table: workers, plans, accuracy, the files written and the baselines."""
     if getattr(tr, "config", None) is not None and tr.config.get_verbosity() < 0:
-        for note in session.cache_notes:  # -q (vitperf ab's processes) hides the header, which says them
-            tr.write_line(f"vitperf: {note}")
+        # -q (vitperf ab's processes) hides the header: their logs would not say what ran, or that a cache was
+        # moved aside; the summary has said the delay banner
+        for line in header(tr.config, session):
+            tr.write_line(line)
     _workers(tr, session)
     if session.plans:
         from pytest_vitperf.report.tables import plan_summary

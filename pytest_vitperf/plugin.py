@@ -118,26 +118,13 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     pluginmanager.register(hookspec.BuiltinBackends(), "vitperf-builtin-backends")
 
 
-def pytest_report_header(config: pytest.Config) -> str:
+def pytest_report_header(config: pytest.Config) -> list[str]:
     session = get_session(config)
     if not session.settings.enabled:
-        return f"vitperf: benchmarks off (enable with {GPU_BENCH})"
-    from pytest_vitperf.engines.models.zoo import weights_note
-    from pytest_vitperf.hookspec import registered_models
-    from pytest_vitperf.measure.env import header_line
+        return [f"vitperf: benchmarks off (enable with {GPU_BENCH})"]
+    from pytest_vitperf.outputs import delay_banner, header
 
-    backend = session.backend
-    line = header_line(session.device, backend.name, backend.version())
-    line += f"\nvitperf: models: {weights_note(session.models, session.settings.weights, registered_models(config))}"
-    from pytest_vitperf.outputs import delay_banner
-
-    for banner in delay_banner(session):
-        line += f"\nvitperf: {banner}"
-    if session.backend_reason:
-        line += f"\nvitperf: backend {backend.name} cannot run here: {session.backend_reason}"
-    for note in session.cache_notes:
-        line += f"\nvitperf: {note}"
-    return line
+    return [*header(config, session), *(f"vitperf: {banner}" for banner in delay_banner(session))]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
