@@ -8,6 +8,7 @@ import argparse
 import io
 import json
 import math
+import re
 import shutil
 import time
 from pathlib import Path
@@ -153,10 +154,13 @@ def test_a_units_file_of_single_tests_narrows_a_family_to_them(pytester: pytest.
 def test_progress_says_the_time_the_rounds_the_verdicts_and_the_time_left() -> None:
     out = io.StringIO()
     p = Progress(threshold=0.005, confidence=0.95, budget_s=3600, out=out)
+    p.preparing("both sides at once")
     p.started()
     p.rounds_done(1, 4)
-    said = out.getvalue()
-    assert said.startswith("vitperf ab: ") and "round 1 of 4 planned: not judged yet; about " in said
+    said = out.getvalue().splitlines()
+    assert said[:2] == ["vitperf ab: 0 s, preparing both sides at once",
+                        "vitperf ab: 0 s, both sides prepared; round 1 runs"]  # fmt: skip
+    assert said[2].startswith("vitperf ab: ") and "round 1 of 4 planned: not judged yet; about " in said[2]
     p.judged([Row("m fp16 b1", LATENCY, 4, _interval(1.0), None, SAME, 0.01),
               Row("m fp8 b1", LATENCY, 4, _interval(1.004), None, UNKNOWN, 0.01)])  # fmt: skip
     p.last_round_s = 30.0
@@ -444,8 +448,10 @@ def test_the_spread_tool_finds_batch_64s_level_in_the_clock_and_reads_a_work_fol
     assert tool.spread(first_a)[1].first_slower == pytest.approx(b64.first_slower - 50 * math.log(1.01), abs=1e-9)
 
 
-def test_on_a_terminal_progress_is_one_live_line() -> None:
-    """rich draws the line in place (a cursor move back over it), and leaves the last one standing."""
+def test_on_a_terminal_progress_is_one_live_line_whose_clock_and_estimate_run_on() -> None:
+    """rich draws the line in place (a cursor move back over it), and leaves the last one standing. Between rounds
+    it is drawn again every second: the time so far goes on, the time left counts down (a cold prepare of the nightly
+    set is minutes without a round)."""
 
     class Terminal(io.StringIO):
         def isatty(self) -> bool:
@@ -453,11 +459,23 @@ def test_on_a_terminal_progress_is_one_live_line() -> None:
 
     out = Terminal()
     p = Progress(threshold=0.005, confidence=0.95, out=out)
-    p.rounds_done(1, 4)
-    p.rounds_done(2, 4)
-    p.close()
-    said = out.getvalue()
+    try:
+        p.preparing("both sides at once")
+        p.began -= 65
+        time.sleep(2.5)
+        drawn = re.findall(r"vitperf ab: 1 min 0(\d) s, preparing both sides at once", out.getvalue())
+        assert len(set(drawn)) >= 2  # drawn again a second on, the clock with it
+        p.started()
+        p.rounds_done(1, 4)
+        p._round_ended -= 50  # round 2 took 50 s: 2 rounds of 50 s left
+        p.rounds_done(2, 4)
+        time.sleep(2.5)
+    finally:
+        p.close()
+    said = re.sub(r"\s*\n", " ", out.getvalue())  # rich folds the line at the console's width
     assert "round 1 of 4 planned" in said and "round 2 of 4 planned" in said and "\x1b[" in said
+    left = [int(m) * 60 + int(s) for m, s in re.findall(r"about (\d+) min (\d\d) s left", said)]
+    assert left and max(left) == 100 and min(left) < 100  # counted down from the estimate
 
 
 def test_the_replay_of_the_nightly_sets_first_a_a_on_an_h200() -> None:

@@ -191,10 +191,14 @@ def test_prepare_only_fills_the_caches_and_resume_runs_the_rounds_alone(tmp_path
     out, err = ab.communicate(timeout=120)
     assert ab.returncode == 0, err
     work = tmp_path / "w"
-    assert out.strip().splitlines() == ["prepare A: 8 measurements", "prepare B: 8 measurements",
-                                        f"vitperf ab: both sides prepared in {work}; run the rounds with: vitperf ab "
-                                        f"--a 'env SIDE=A DATA={DATA} sh side.sh' --b 'env SIDE=B DATA={DATA} sh "
-                                        f"side.sh' --rounds 4 --work-dir {work} --resume -- suite.py"]  # fmt: skip
+    said = out.strip().splitlines()
+    assert said[0].startswith("vitperf ab: ") and said[0].endswith(
+        f" s, preparing both sides at once in one process a side, untimed (their output: {work / 'prepare-A.log'}, "
+        "prepare-B.log)")  # fmt: skip
+    assert said[1:] == ["prepare A: 8 measurements", "prepare B: 8 measurements",
+                        f"vitperf ab: both sides prepared in {work}; run the rounds with: vitperf ab --a 'env SIDE=A "
+                        f"DATA={DATA} sh side.sh' --b 'env SIDE=B DATA={DATA} sh side.sh' --rounds 4 --work-dir {work} "
+                        "--resume -- suite.py"]  # fmt: skip
     assert sorted(e for e in _events(tmp_path) if e.startswith("run")) == ["run prepare-A", "run prepare-B"]
     assert not list(work.glob("round*.json"))
     rounds = _ab(tmp_path, "none", "--resume")

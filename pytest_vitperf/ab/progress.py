@@ -1,6 +1,7 @@
-"""How far a `vitperf ab` run has got, told as it goes: after every round, the time so far, the rounds done, the
-rows SAME / SLOWER / FASTER / open at the last look, and an estimate of the time left. In a log (CI), one line a
-round; on a terminal, one live line through rich."""
+"""How far a `vitperf ab` run has got, told as it goes: as the prepares begin and end, then after every round, the
+time so far, the rounds done, the rows SAME / SLOWER / FASTER / open at the last look, and an estimate of the time
+left. In a log (CI), one line each; on a terminal, one live line through rich, whose clock and estimate run on
+between them (a cold prepare of the nightly set is minutes without a round)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from pytest_vitperf.verdicts.ab import FASTER, SAME, SLOWER, rounds_to_decide
 
 if TYPE_CHECKING:
     from pytest_vitperf.verdicts.ab import Row
+
+Shown = tuple[str, float | None, float | None]  # a line's text, then the time left (to the first look), and in all
 
 
 def minutes(seconds: float) -> str:
@@ -45,17 +48,44 @@ class Progress:
         self.foreseen: Sequence[Row] = ()  # between looks: the rows as the rounds so far would judge them
         self.last_round_s = 0.0
         self._round_ended = self.began
+        self._shown: Shown = ("", None, None)
         self._live: Any = None
         if self.out.isatty():
             from rich.console import Console
             from rich.live import Live
 
-            self._live = Live(console=Console(file=self.out, highlight=False), auto_refresh=False, transient=False)
+            self._live = Live(console=Console(file=self.out, highlight=False), refresh_per_second=1, transient=False,
+                              get_renderable=lambda: self._text(self._shown))  # fmt: skip
             self._live.start()
+
+    def preparing(self, what: str) -> None:
+        """The prepares begin: `what` they are (where their output goes)."""
+        self._say(("preparing " + what, None, None))
 
     def started(self) -> None:
         """The rounds begin now (the prepares have ended): the first round is timed from here."""
         self._round_ended = time.monotonic()
+        self._say(("both sides prepared; round 1 runs", None, None))
+
+    def _say(self, shown: Shown) -> None:
+        """A line in the log, or the live line's new text."""
+        self._shown = shown
+        if self._live is not None:
+            self._live.refresh()
+        else:
+            print(self._text(shown), file=self.out, flush=True)
+
+    def _text(self, shown: Shown) -> str:
+        """`shown` as of now: on a terminal its estimates count down from the last round's end."""
+        text, *lefts = shown
+        now = time.monotonic()
+        if self._live is not None:
+            lefts = [None if x is None else max(0.0, x - (now - self._round_ended)) for x in lefts]
+        left, in_all = lefts
+        if left is not None:
+            text += f"; about {minutes(left)} " + (
+                "left" if in_all is None else f"to the first look, {minutes(in_all)} in all if it leaves rows open")
+        return f"vitperf ab: {minutes(now - self.began)}, {text}"
 
     def judged(self, rows: Sequence[Row]) -> None:
         self.rows, self.foreseen = rows, ()
@@ -83,24 +113,22 @@ class Progress:
         """Before the first look, where the rows still open may need more rounds, it says both times: to that look,
         and in all. Which of them is right is the look's to say (the latency suite's A/As of 2026-12-04 on an H200
         ended at it, +1% on FP8 went on for 6 rounds more)."""
+        return self._text(self._parts(done, planned, last))
+
+    def _parts(self, done: int, planned: int, last: bool) -> Shown:
         left = None if last else self.left_s(done, planned)
         judged = f"{counts(self.rows)} ({len(self.rows)} rows)" if self.rows else "not judged yet"
-        rest = "; the last" if last else "" if left is None else f"; about {minutes(left)} left"
+        text = f"round {done} of {planned} planned: {judged}{'; the last' if last else ''}"
         to_look = (planned - done) * self.last_round_s
         if left is not None and not self.rows and left > to_look:
-            rest = f"; about {minutes(to_look)} to the first look, {minutes(left)} in all if it leaves rows open"
-        return (f"vitperf ab: {minutes(time.monotonic() - self.began)}, round {done} of {planned} planned: "
-                f"{judged}{rest}")  # fmt: skip
+            return text, to_look, left
+        return text, left, None
 
     def rounds_done(self, done: int, planned: int, last: bool = False) -> None:
         """Round `done` of `planned` has ended (and, at a block's end, been judged); `last`: the run ends here."""
         now = time.monotonic()
         self.last_round_s, self._round_ended = now - self._round_ended, now
-        text = self.line(done, planned, last)
-        if self._live is not None:
-            self._live.update(text, refresh=True)
-        else:
-            print(text, file=self.out, flush=True)
+        self._say(self._parts(done, planned, last))
 
     def close(self) -> None:
         if self._live is not None:

@@ -152,6 +152,13 @@ def _prepare(commands: dict[str, list[str]], work: Path, args: argparse.Namespac
         read(work, s, "prepare", rc, args)  # raises, naming its log, once both sides have ended
 
 
+def _preparing(work: Path, args: argparse.Namespace) -> str:
+    """What the prepares are, for the progress line: a cold one is the nightly set's first minutes."""
+    how = "one side at a time" if args.reuse_compiles else "both sides at once"
+    workers = f"{args.prepare_workers} xdist workers a side" if args.prepare_workers > 1 else "one process a side"
+    return f"{how} in {workers}, untimed (their output: {work / 'prepare-A.log'}, prepare-B.log)"
+
+
 _TELLING = re.compile(r"error|collected no tests|differ|crashed|killed|memory", re.IGNORECASE)
 
 
@@ -207,6 +214,7 @@ def _run(
     def prepare() -> None:  # before a block's rounds: the prepares the first time; the rounds are timed from then
         nonlocal prepared, block_began
         if not prepared:
+            progress.preparing(_preparing(work, args))
             _prepare(commands, work, args, env)
             prepared = True
             progress.started()
@@ -319,6 +327,7 @@ def _measured(commands: dict[str, list[str]], work: Path, args: argparse.Namespa
         with processes.interruptible():
             if args.prepare_only:  # the caches filled, say before the GPU window; --resume runs the rounds
                 begin(work, args)
+                progress.preparing(_preparing(work, args))
                 _prepare(commands, work, args, env)
                 print(f"vitperf ab: both sides prepared in {work}; run the rounds with: "
                       f"{again(args, prepare_only=False, resume=True)}")
