@@ -198,17 +198,17 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionstart(session: pytest.Session) -> None:
     """With --vitperf-wait-for, wait for its file before anything touches the GPU: the header and collection probe
-    the device (vitperf ab's turns; workers.wait_for_turn). What needs only the CPU is done first
-    (workers.ahead_of_turn)."""
+    the device (vitperf ab's turns; ahead.wait_for_turn). What needs only the CPU is done first
+    (ahead.ahead_of_turn)."""
     vs = get_session(session.config)
     if vs.settings.enabled and vs.settings.wait_for is not None and not hasattr(session.config, "workerinput"):
         import time
 
-        from pytest_vitperf.workers import ahead_of_turn
+        from pytest_vitperf.ahead import ahead_of_turn
 
         try:
             vs.waited_s, vs.machine_info = ahead_of_turn(vs.settings.wait_for, session.config, vs.settings.models,
-                                                         vs.model)  # fmt: skip
+                                                         vs.model, vs.settings.units)  # fmt: skip
         except TimeoutError as exc:
             pytest.exit(f"vitperf: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
         vs.turn_began = time.perf_counter()

@@ -12,7 +12,6 @@ import json
 import math
 import os
 import re
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +19,7 @@ from typing import Any
 
 from pytest_vitperf.core.precision import PRECISIONS
 from pytest_vitperf.engines.models.zoo import NAME, canonical_model_name
-from pytest_vitperf.options import RELAY, SHARE_DEVICES, THREADS, WAIT_FOR
+from pytest_vitperf.options import RELAY, SHARE_DEVICES, THREADS
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 INDUCTOR_THREADS = "TORCHINDUCTOR_COMPILE_THREADS"
@@ -340,61 +339,3 @@ def make_scheduler(config: Any, log: Any, recorded: dict[str, float], apart: boo
             super()._assign_work_unit(node)
 
     return FamilyScheduling(config, log)
-
-
-# What a process imports before it waits for its turn, on the CPU while another has the GPU, instead of in its turn:
-# a round's process on an H200 spent 2.2 s of its turn in its first interval, which is scipy.stats' first import;
-# Inductor's compiler and Model Optimizer's quantization took 1.7 s and 6 s to import on a 2-core CPU (2026-11-28).
-AHEAD_OF_TURN = ("torch", "timm", "scipy.stats", "torch._inductor.compile_fx", "modelopt.torch.quantization")
-
-
-def import_ahead() -> None:
-    """Import AHEAD_OF_TURN (after the thread budget is set: Inductor reads it as its config is first imported)."""
-    import importlib
-
-    for name in AHEAD_OF_TURN:
-        with contextlib.suppress(ImportError):
-            importlib.import_module(name)
-
-
-def ahead_of_turn(
-    turn: Path, config: Any, models: tuple[str, ...] | None, build: Callable[[str], object]
-) -> tuple[float, dict[str, Any] | None]:
-    """What a process waiting for its `turn` file does first, on the CPU while another has the GPU: AHEAD_OF_TURN's
-    imports, the hashes a first ready engine's load computes (ready.hash_ahead), pytest-benchmark's CPU probe (a
-    subprocess of about 1.5 s on an H200), and `build` of the run's FP32 `models` (2.7 s of an H200 round's 21.7 s
-    turn; where none are named, whether the defaults are a GPU's is asked of the driver, which starts no context).
-    Then it waits. Returns the seconds of the imports and the wait (the time line counts the builds as start-up) and
-    the probe's facts."""
-    import torch
-
-    from pytest_vitperf.engines.ready import hash_ahead
-    from pytest_vitperf.options.resolve import run_defaults
-
-    start = time.perf_counter()
-    import_ahead()
-    hash_ahead()
-    hook = getattr(config.hook, "pytest_benchmark_generate_machine_info", None)
-    facts = hook(config=config) if hook is not None else None
-    building = time.perf_counter()
-    for name in models or run_defaults(torch.cuda.is_available())[0]:
-        with contextlib.suppress(Exception):  # one that cannot be built says so where it always has, in one line
-            build(name)
-    built = time.perf_counter() - building
-    wait_for_turn(turn)
-    return round(time.perf_counter() - start - built, 1), facts
-
-
-TURN_LIMIT_S = 4 * 3600.0  # longer than any process before it should run; a relay that died must not hold us forever
-
-
-def wait_for_turn(path: Path, limit_s: float = TURN_LIMIT_S, poll_s: float = 0.1) -> None:
-    """Block until `path` exists. `vitperf ab` starts a side's next process while the
-    one before it runs and writes the file once that one has ended: this process starts and imports meanwhile, on
-    the CPU, and touches the GPU only in its turn."""
-    start = time.monotonic()
-    while not path.exists():
-        if time.monotonic() - start > limit_s:
-            raise TimeoutError(f"waited {limit_s:.0f} s for {path}, which vitperf ab writes when this process's turn "
-                               f"comes; run without {WAIT_FOR} to start at once")  # fmt: skip
-        time.sleep(poll_s)

@@ -151,6 +151,34 @@ def test_a_units_file_of_single_tests_narrows_a_family_to_them(pytester: pytest.
     assert "members fp16 ['bf16', 'fp16', 'fp8']" in pytester.runpytest(*args).stdout.str()
 
 
+def test_a_process_waiting_for_its_turn_builds_only_the_models_its_units_keep(pytester: pytest.Pytester) -> None:
+    """A round's process after a look gets the open rows' tests (--vitperf-units): ahead of its turn it builds the
+    FP32 models of their families alone, not every model of the run (the nightly set's seven: 12 s and 4 GB on a
+    2-core CPU, beside a process being timed). Without a units file, or one not written yet, it builds them all."""
+    from pytest_vitperf.ahead import unit_models
+
+    pytester.makepyfile(test_lat=MEMBERS)
+    pytester.makeconftest("""
+def pytest_vitperf_model_built(config, name, model):
+    with open("built.txt", "a") as f:
+        f.write(name + "\\n")
+""")
+    (pytester.path / "turn").touch()
+    units = pytester.path / "open.txt"
+    units.write_text("test_lat.py::test_lat[deit_tiny_patch16_224-b1-fp16]\n")
+    args = ("--gpu-bench", "-p", "no:cacheprovider", "--vitperf-models=vit_tiny,deit_tiny_patch16_224", "--vitperf-batch-sizes=1",
+            "--vitperf-precisions=fp16", "--vitperf-wait-for=turn")  # fmt: skip
+    pytester.runpytest(*args, f"--vitperf-units={units}").assert_outcomes(passed=1, deselected=1)
+    assert (pytester.path / "built.txt").read_text().split() == ["deit_tiny_patch16_224"]
+    (pytester.path / "built.txt").unlink()
+    pytester.runpytest(*args).assert_outcomes(passed=2)
+    assert sorted((pytester.path / "built.txt").read_text().split()) == ["deit_tiny_patch16_224",
+                                                                         "vit_tiny_patch16_224"]  # fmt: skip
+    assert unit_models(pytester.path / "not yet") is None and unit_models(None) is None
+    units.write_text("test_lat.py::test_lat[deit_tiny_patch16_224-b1-fp16]\ntest_gemm.py::test_gemm[m8-n8-k8-fp16]\n")
+    assert unit_models(units) is None  # a test of no family: whichever model it needs is built
+
+
 def test_progress_says_the_time_the_rounds_the_verdicts_and_the_time_left() -> None:
     out = io.StringIO()
     p = Progress(threshold=0.005, confidence=0.95, budget_s=3600, out=out)

@@ -290,7 +290,7 @@ def test_wait_for_runs_no_test_before_its_file_exists(suite: pytest.Pytester) ->
     them, and it waited only 1 s."""
     import threading
 
-    from pytest_vitperf.workers import wait_for_turn
+    from pytest_vitperf.ahead import wait_for_turn
 
     turn = suite.path / "turn"
     timer = threading.Timer(4.0, turn.touch)
@@ -443,7 +443,7 @@ def test_a_waiting_process_imports_what_its_turn_would_first(suite: pytest.Pytes
     probed the CPU and the run's model is built (its conftest's watcher writes the turn file then, or after 90 s with
     what is missing): so all three happened before the wait, and so did Triton's hash, which a first load computes.
     The probe's facts still reach the JSON."""
-    from pytest_vitperf.workers import AHEAD_OF_TURN
+    from pytest_vitperf.ahead import AHEAD_OF_TURN
 
     suite.makeconftest(f"NAMES = {AHEAD_OF_TURN!r}\n{WATCH}")
     out = suite.path / "out.json"

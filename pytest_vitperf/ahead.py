@@ -1,0 +1,84 @@
+"""What a `vitperf ab` process does ahead of its turn on the device, on the CPU while another process has the GPU
+(imports, hashes, FP32 models), and the wait for that turn (--vitperf-wait-for)."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pytest_vitperf.engines.models.zoo import canonical_model_name
+from pytest_vitperf.options import WAIT_FOR
+from pytest_vitperf.workers import family_of
+
+# What a process imports before it waits for its turn, on the CPU while another has the GPU, instead of in its turn:
+# a round's process on an H200 spent 2.2 s of its turn in its first interval, which is scipy.stats' first import;
+# Inductor's compiler and Model Optimizer's quantization took 1.7 s and 6 s to import on a 2-core CPU (2026-11-28).
+AHEAD_OF_TURN = ("torch", "timm", "scipy.stats", "torch._inductor.compile_fx", "modelopt.torch.quantization")
+
+
+def import_ahead() -> None:
+    """Import AHEAD_OF_TURN (after the thread budget is set: Inductor reads it as its config is first imported)."""
+    import importlib
+
+    for name in AHEAD_OF_TURN:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
+
+
+def unit_models(units: Path | None) -> set[str] | None:
+    """The models of the families a --vitperf-units file keeps (vitperf ab's rows still open). None, every model,
+    where there is no such file yet (a process started before the look that writes it) or it keeps other tests."""
+    try:
+        families = {family_of(line) for line in units.read_text().splitlines() if line} if units else {None}
+    except OSError:
+        return None
+    return None if None in families else {str(f).rsplit("-b", 1)[0] for f in families}
+
+
+def ahead_of_turn(
+    turn: Path, config: Any, models: tuple[str, ...] | None, build: Callable[[str], object], units: Path | None = None
+) -> tuple[float, dict[str, Any] | None]:
+    """What a process waiting for its `turn` file does first, on the CPU while another has the GPU: AHEAD_OF_TURN's
+    imports, the hashes a first ready engine's load computes (ready.hash_ahead), pytest-benchmark's CPU probe (a
+    subprocess of about 1.5 s on an H200), and `build` of the run's FP32 `models` (2.7 s of an H200 round's 21.7 s
+    turn; where none are named, whether the defaults are a GPU's is asked of the driver, which starts no context),
+    but those whose families `units` leaves out (unit_models): the nightly set's seven took 12 s and 4 GB on a 2-core
+    CPU (2026-12-04), where the rounds after a look may keep one of its 14 families. Then it waits. Returns the
+    seconds of the imports and the wait (the time line counts the builds as start-up) and the probe's facts."""
+    import torch
+
+    from pytest_vitperf.engines.ready import hash_ahead
+    from pytest_vitperf.options.resolve import run_defaults
+
+    start = time.perf_counter()
+    import_ahead()
+    hash_ahead()
+    hook = getattr(config.hook, "pytest_benchmark_generate_machine_info", None)
+    facts = hook(config=config) if hook is not None else None
+    building = time.perf_counter()
+    for name in models or run_defaults(torch.cuda.is_available())[0]:
+        kept = unit_models(units)  # read again before each: the look may write it meanwhile
+        if kept is None or (canonical_model_name(name) or name) in kept:
+            with contextlib.suppress(Exception):  # one that cannot be built says so where it always has, in one line
+                build(name)
+    built = time.perf_counter() - building
+    wait_for_turn(turn)
+    return round(time.perf_counter() - start - built, 1), facts
+
+
+TURN_LIMIT_S = 4 * 3600.0  # longer than any process before it should run; a relay that died must not hold us forever
+
+
+def wait_for_turn(path: Path, limit_s: float = TURN_LIMIT_S, poll_s: float = 0.1) -> None:
+    """Block until `path` exists. `vitperf ab` starts a side's next process while the
+    one before it runs and writes the file once that one has ended: this process starts and imports meanwhile, on
+    the CPU, and touches the GPU only in its turn."""
+    start = time.monotonic()
+    while not path.exists():
+        if time.monotonic() - start > limit_s:
+            raise TimeoutError(f"waited {limit_s:.0f} s for {path}, which vitperf ab writes when this process's turn "
+                               f"comes; run without {WAIT_FOR} to start at once")  # fmt: skip
+        time.sleep(poll_s)
