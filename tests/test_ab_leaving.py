@@ -166,8 +166,8 @@ def pytest_vitperf_model_built(config, name, model):
     (pytester.path / "turn").touch()
     units = pytester.path / "open.txt"
     units.write_text("test_lat.py::test_lat[deit_tiny_patch16_224-b1-fp16]\n")
-    args = ("--gpu-bench", "-p", "no:cacheprovider", "--vitperf-models=vit_tiny,deit_tiny_patch16_224", "--vitperf-batch-sizes=1",
-            "--vitperf-precisions=fp16", "--vitperf-wait-for=turn")  # fmt: skip
+    args = ("--gpu-bench", "-p", "no:cacheprovider", "--vitperf-models=vit_tiny,deit_tiny_patch16_224",
+            "--vitperf-batch-sizes=1", "--vitperf-precisions=fp16", "--vitperf-wait-for=turn")  # fmt: skip
     pytester.runpytest(*args, f"--vitperf-units={units}").assert_outcomes(passed=1, deselected=1)
     assert (pytester.path / "built.txt").read_text().split() == ["deit_tiny_patch16_224"]
     (pytester.path / "built.txt").unlink()
@@ -224,6 +224,28 @@ def test_before_its_rows_have_intervals_the_estimate_counts_the_rounds_the_budge
     p.forecast(rows)
     left = p.left_s(2, 4)
     assert left == 4 * 33.0 and abs(left - 125) / 125 < 0.3  # 2 min 12 s, against the 2 min 05 s that were left
+
+
+def test_the_rounds_after_a_look_are_priced_by_the_engines_they_still_measure(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The nightly set at batch 16 on an H200 (2026-12-03; 8 rounds in 1,065 s, --budget-s 1200): after round 3, 667 s
+    in and rounds of about 103 s, the line said "about 8 min 34 s left" where 6 min 38 s were (+29%), counting every
+    round at the last one's seconds. The four after the look measured 19 of the 56 engines, at 74 s a round. Priced
+    by round_cost at the share of engines the look would leave, the estimate is within 10%."""
+    from pytest_vitperf.ab import progress
+
+    data = json.loads((DATA / "ab" / "h200-ab-nightly-b16-2026-12-03.json").read_text())
+    rounds = recorded_rounds(data["nightly"])
+    assert [len(a) for a, _ in rounds] == [56] * 4 + [19] * 4
+    found = states(rounds[:3])
+    rows = judge(pairs(found.kept), threshold=0.0075, look=1, two_states=found.mixed)
+    p = Progress(threshold=0.0075, confidence=0.95, budget_s=1200, out=io.StringIO())
+    p.began, p.last_round_s = time.monotonic() - 667, 103.0
+    p.forecast(rows)
+    left = p.left_s(3, 4)
+    assert left is not None and abs(left - 398) / 398 < 0.1
+    monkeypatch.setattr(progress, "ROUND_FIXED", 1.0)  # every round as long as the last: the line as it was
+    assert p.left_s(3, 4) == pytest.approx(5 * 103.0)
+    assert progress.measured_share([]) == 1.0 and progress.measured_share(rows) == pytest.approx(24 / 56)
 
 
 def test_between_looks_the_estimate_reads_the_rows_as_the_rounds_so_far_would_judge_them() -> None:
