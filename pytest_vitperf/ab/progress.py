@@ -17,9 +17,9 @@ if TYPE_CHECKING:
 
 Shown = tuple[str, float | None, float | None]  # a line's text, then the time left (to the first look), and in all
 
-# The share of a round's seconds that stays however few engines it measures (process start-ups, loads, warm-ups,
-# hand-overs): on H200s, the nightly set's rounds after a look took 0.72 of a whole one with 19 of its 56 engines
-# (2026-12-03) and about 0.63 with 5-15 (2026-12-04); the latency suite's, 0.78-0.86 with 2-4 of 8 (2026-12-02).
+# The share of a round's seconds that does not shrink with the engines it measures, fitted to what rounds after a
+# look took on H200s: the nightly set's 0.72 of a whole one with 19 of its 56 engines (2026-12-03) and about 0.63
+# with 5-15 (2026-12-04); the latency suite's 0.78-0.86 with 2-4 of 8 (2026-12-02). Where it goes is not measured.
 ROUND_FIXED = 0.6
 
 
