@@ -95,11 +95,10 @@ class Progress:
 
     def _text(self, shown: Shown) -> str:
         """`shown` as of now: on a terminal its estimates count down from the last round's end."""
-        text, *lefts = shown
+        text, left, in_all = shown
         now = time.monotonic()
         if self._live is not None:
-            lefts = [None if x is None else max(0.0, x - (now - self._round_ended)) for x in lefts]
-        left, in_all = lefts
+            left, in_all = (None if x is None else max(0.0, x - (now - self._round_ended)) for x in (left, in_all))
         if left is not None:
             text += f"; about {minutes(left)} " + (
                 "left" if in_all is None else f"to the first look, {minutes(in_all)} in all if it leaves rows open")
@@ -129,7 +128,7 @@ class Progress:
             paid = int((self.budget_s - (time.monotonic() - self.began)) // self.last_round_s)
             more = min(need - done, paid) - left  # beyond those planned: blocks or half blocks (more_rounds), so even
             more = max(0, more - more % 2)
-        after = measured_share(rows) if rows else self._running  # the rounds after this block's look
+        after = measured_share(self.foreseen) if self.foreseen else self._running  # the rounds after this block's look
         return left * self.per_round_s(self._running) + more * self.per_round_s(after)
 
     def line(self, done: int, planned: int, last: bool = False) -> str:
