@@ -202,16 +202,13 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     (ahead.ahead_of_turn)."""
     vs = get_session(session.config)
     if vs.settings.enabled and vs.settings.wait_for is not None and not hasattr(session.config, "workerinput"):
-        import time
-
         from pytest_vitperf.ahead import ahead_of_turn
 
         try:
-            vs.waited_s, vs.machine_info = ahead_of_turn(vs.settings.wait_for, session.config, vs.settings.models,
-                                                         vs.model, vs.settings.units)  # fmt: skip
-        except TimeoutError as exc:
+            vs.turn, vs.machine_info = ahead_of_turn(vs.settings.wait_for, session.config, vs.settings.models,
+                                                     vs.model, vs.settings.units)  # fmt: skip
+        except (TimeoutError, OSError) as exc:  # waited too long, or cannot say it is ready
             pytest.exit(f"vitperf: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
-        vs.turn_began = time.perf_counter()
         if vs.settings.units is not None and (problem := units_problem(vs.settings.units, waits=False)):
             pytest.exit(f"vitperf: {UNITS} {vs.settings.units}: {problem}", returncode=pytest.ExitCode.USAGE_ERROR)
 
@@ -231,7 +228,7 @@ def pytest_runtestloop(session: pytest.Session) -> Generator[None, object, objec
         return (yield)
     finally:
         if vs.settings.enabled and vs.settings.turn_done is not None and not hasattr(session.config, "workerinput"):
-            vs.hand_on(vs.settings.turn_done)
+            vs.export_errors += vs.turn.hand_on(vs.settings.turn_done)  # a file not written fails the run
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

@@ -11,6 +11,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_vitperf.ahead import Turn
 from pytest_vitperf.core.precision import PRECISIONS, unsupported_reason
 from pytest_vitperf.core.relay import Relay
 from pytest_vitperf.engines.models.reference import same_weights
@@ -77,9 +78,7 @@ class VitperfSession:
         self.members_of: dict[tuple[str, int], dict[str, str]] = {}  # (model, batch) -> precision -> test node id
         self.floors_judged = 0  # floors the collected tests will judge: they share the run's confidence
         self.machine_info: dict[str, Any] | None = None  # pytest-benchmark's, gathered before the turn
-        self.waited_s = 0.0  # importing torch and timm, then waiting for its turn (--vitperf-wait-for)
-        self.turn_began = self.started  # when it got its turn (--vitperf-wait-for), else when it started
-        self.turn_s = 0.0  # from its turn to handing it on (--vitperf-turn-done)
+        self.turn = Turn(began=self.started)  # vitperf ab's: its wait, how late it was, how long it held the device
         self.rows_gated = 0  # benchmark tests collected: the baseline gate's rows share its false-alarm rate
         self.whole_run: list[Any] = []  # a shard's tests before it kept its share: what the counts above count
         self.seed = settings.seed if settings.seed is not None else secrets.randbelow(2**31)
@@ -365,15 +364,6 @@ class VitperfSession:
         """With vitperf ab's relay, give the GPU up and wait for it back to run `family`: what it ran until then."""
         return "" if self.relay is None else self.relay.take(family)
 
-    def hand_on(self, done: Path) -> None:
-        """Its turn on the device is over: touch `done` (vitperf ab starts the next one's turn), and keep how long the
-        turn was. A file that cannot be written fails the run, with its reason (the relay hands on at the exit)."""
-        self.turn_s = round(time.perf_counter() - self.turn_began, 1)
-        try:
-            done.touch()
-        except OSError as exc:
-            self.export_errors.append(f"{done}: {exc.strerror or exc} (the turn was handed on at the exit)")
-
     def worker_record(self, worker: str) -> WorkerRecord:
         d = self.device if "device" in self.__dict__ else None  # a worker that measured nothing probed nothing
         return WorkerRecord(
@@ -389,8 +379,9 @@ class VitperfSession:
             prepare_steps={k: round(v, 1) for k, v in self.prepare_steps.items()},
             timed_s=round(math.fsum(m.timed_s for k, m in self.measurements.items() if k in self._measured_here), 1),
             wall_s=round(time.perf_counter() - self.started, 1),
-            waited_s=self.waited_s,
-            turn_s=self.turn_s,
+            waited_s=self.turn.waited_s,
+            late_s=self.turn.late_s,
+            turn_s=self.turn.held_s,
             threads=self.threads,
             relayed_s=round(self.relay.waited_s, 1) if self.relay is not None else 0.0,
         )

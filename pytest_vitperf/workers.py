@@ -50,6 +50,7 @@ class WorkerRecord:
     timed_s: float = 0.0  # the GPU time the samples cover
     wall_s: float = 0.0  # since the plugin started in this process
     waited_s: float = 0.0  # importing torch and timm, then waiting for its turn (--vitperf-wait-for)
+    late_s: float = 0.0  # how long its turn had come before it was ready: the device waited for it (ahead.Turn)
     checks_s: float = 0.0  # engines' outputs checked against FP32 (the FP32 references included)
     prepare_steps: dict[str, float] = field(default_factory=dict)  # prepare_s by step (copy, convert, compile, ...)
     after_s: float = 0.0  # from its results written to its exit; vitperf ab measures it from outside
@@ -66,10 +67,11 @@ def time_account(w: WorkerRecord) -> str:
     each = f" ({w.prepare_s / w.engines:.1f} s each{'; in all: ' + steps if steps else ''})" if w.engines else ""
     rest = max(0.0, w.wall_s - w.waited_s - start - w.prepare_s - w.measure_s - w.checks_s - w.relayed_s)
     waited = f", {w.waited_s:.0f} s before its turn (imports, then waiting)" if w.waited_s else ""
+    late = f" (its turn came {w.late_s:.0f} s before it was ready: the device waited)" if w.late_s >= 0.5 else ""
     checks = f", {w.checks_s:.0f} s checking outputs against FP32" if w.checks_s else ""
     relayed = f", {w.relayed_s:.0f} s waiting while the other process measured (--relay)" if w.relayed_s else ""
     return (
-        f"{w.wall_s:.0f} s since the plugin started: {start:.0f} s start-up (torch, device, models){waited}, "
+        f"{w.wall_s:.0f} s since the plugin started: {start:.0f} s start-up (torch, device, models){waited}{late}, "
         f"{w.prepare_s:.0f} s preparing {w.engines} engine(s){each}, {w.measure_s:.0f} s measuring "
         f"({w.timed_s:.0f} s timed, {max(0.0, w.measure_s - w.timed_s):.0f} s warm-up, clocks and turns){checks}"
         f"{relayed}, {rest:.0f} s in the rest (accuracy and correctness tests, exports)"

@@ -603,7 +603,8 @@ for a in "$@"; do case $a in --vitperf-wait-for=*) turn=${a#*=};; --vitperf-turn
   --benchmark-json=*) out=${a#*=};; --vitperf-units=*) units=${a#*=};; esac; done
 label=$(basename "$out" .json); echo $$ > pid-$SIDE; echo "start $SIDE" >> events
 echo "start $label $$ ${units:-all}" >> timeline
-if [ -n "$turn" ]; then while [ ! -f "$turn" ]; do sleep 0.05; done; fi
+if [ -n "$turn" ]; then if [ -n "$READY" ]; then sleep "$READY"; touch "${turn%.turn}.ready"; fi
+  while [ ! -f "$turn" ]; do sleep 0.05; done; fi
 if [ -n "$units" ] && [ ! -f "$units" ]; then echo "no units $label" >> timeline; exit 4; fi
 echo "run $SIDE" >> events; echo "run $label" >> timeline; sleep 1
 case " $* " in *" -n "*) if [ "$FAIL" = workers ]; then echo "workers collected differently"; exit 2; fi;; esac
@@ -615,14 +616,15 @@ sleep 0.6; cp "$data" "$out"; sleep 0.3; echo "end $SIDE" >> events; echo "end $
 
 
 def _script_sides(
-    path: Path, fail: str = "", nodone: bool = False, how: str = "1"
+    path: Path, fail: str = "", nodone: bool = False, how: str = "1", ready: str = ""
 ) -> tuple[dict[str, list[str]], argparse.Namespace]:
     """Sides that act out a process's turn; side `fail` exits 3 with nothing written (`how` 'workers': only when
-    run in xdist workers, with -n)."""
+    run in xdist workers, with -n). With `ready` (seconds), a process waiting for its turn says it is ready after
+    that long (ahead.READY); without, it never says."""
     (path / "side.sh").write_text(SIDE_SCRIPT)
     data = Path(__file__).parent / "data" / "h100-vit_base-rounds-benchmark.json"
     commands = {s: ["env", f"SIDE={s}", f"DATA={data}", f"FAIL={how if s == fail else ''}",
-                    f"NODONE={'1' if nodone else ''}", "sh", "side.sh"] for s in "AB"}  # fmt: skip
+                    f"NODONE={'1' if nodone else ''}", f"READY={ready}", "sh", "side.sh"] for s in "AB"}  # fmt: skip
     args = argparse.Namespace(a="A", b="B", rounds=4, work_dir=path, reuse_compiles=False, resume=False,
                               pytest_args=["suite.py"])  # fmt: skip
     return commands, args
@@ -630,6 +632,31 @@ def _script_sides(
 
 def test_more_processes_wait_for_their_turn_where_turns_are_short() -> None:
     assert [ahead_for(t) for t in (None, 30.0, 12.0, 5.0, 3.0, 1.0)] == [2, 2, 2, 3, 4, 6]
+    # the nightly set's relayed pairs, 82 s to be ready (H200, 2026-12-04): one pair ahead holds a whole round of
+    # 100 s; a round after a look of 40 s needs three
+    assert [ahead_for(t, 82.0, 2) for t in (100.0, 40.0, 20.0)] == [2, 6, 6]
+    assert ahead_for(1.0, 0.5) == 2  # ready at once: two, however short the turns
+
+
+@pytest.mark.parametrize("ready", ["0", ""], ids=["ready-at-once", "never-says"])
+def test_as_many_processes_wait_as_the_time_they_take_to_be_ready_holds_turns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ready: str
+) -> None:
+    """Turns of about 1 s: processes that say they are ready at once (their READY file) have two wait, where one
+    that never says has READY_S (12 s) start up to MOST_AHEAD (6) early, each of them competing for the host."""
+    monkeypatch.chdir(tmp_path)
+    commands, args = _script_sides(tmp_path, ready=ready)
+    tasks = [(f"round{i}", s) for i in range(4) for s in ("AB" if i % 2 == 0 else "BA")]
+    assert len(in_turn(tasks, commands, tmp_path, args, dict(os.environ))) == 8
+    waiting, most = set(), 0
+    for kind, label, *_ in _timeline(tmp_path):
+        if kind == "start":
+            waiting.add(label)
+        elif kind == "run":
+            waiting.discard(label)
+            most = max(most, len(waiting))
+    assert (most <= 2) == bool(ready), most
+    assert all((tmp_path / f"{label}-{side}.ready").exists() == bool(ready) for label, side in tasks[1:])
 
 
 @pytest.mark.parametrize("says_done", [True, False], ids=["done-with-gpu", "at-exit"])
@@ -837,7 +864,7 @@ def test_the_time_line_gives_the_median_round_process_of_each_side(tmp_path: Pat
     57: a round measured 4 s of its 51-63 s). The rounds are a stored H100 process's JSON with records added."""
     from dataclasses import asdict
 
-    from pytest_vitperf.ab.report import round_time, time_lines
+    from pytest_vitperf.ab.report import late_line, round_time, time_lines
     from pytest_vitperf.workers import WorkerRecord
 
     stored = json.loads((Path(__file__).parent / "data" / "h100-vit_base-rounds-benchmark.json").read_text())
@@ -847,7 +874,8 @@ def test_the_time_line_gives_the_median_round_process_of_each_side(tmp_path: Pat
             steps = {"copy": 1.0, "convert": prepare / 2, "compile": 9.0 + i}  # the backend's steps, in all
             record = WorkerRecord("this process", 0, "GPU-x", startup, prepare, ["fp8 b64"], engines=8, measure_s=4.0,
                                   timed_s=3.0, wall_s=wall, waited_s=7.0, checks_s=2.0 + i,
-                                  prepare_steps=steps, turn_s=wall - 9.0)  # fmt: skip
+                                  prepare_steps=steps, turn_s=wall - 9.0,
+                                  late_s=(0.0, 12.0, 30.0)[i] if side == "A" else 0.2)  # fmt: skip
             doc = {**stored, "machine_info": {"vitperf": {"process": asdict(record)}}}
             out = tmp_path / f"round{i}-{side}.json"
             out.write_text(json.dumps(doc))
@@ -862,7 +890,11 @@ def test_the_time_line_gives_the_median_round_process_of_each_side(tmp_path: Pat
     assert "28 s preparing 8 engine(s) (3.5 s each; in all: copy 1.0, convert 14.0, compile 10.0), 4 s" in line
     assert "warm-up, clocks and turns), 3 s checking outputs against FP32, 3 s in the rest" in line  # 55-7-10-28-4-3
     assert "; its turn on the device 46 s; then 6 s from its results to its exit" in line
-    assert round_time(tmp_path / "nothing") == {}
+    assert "7 s before its turn (imports, then waiting) (its turn came 12 s before it was ready: the device waited)" \
+        in line and "before it was ready" not in time_lines(times)[2]  # B's 0.2 s: not said
+    assert late_line(tmp_path) == ["", "Late turns: 2 of 6 round processes were not ready when their turn came, "
+                                       "12-30 s late (median 21 s): the device waited"]  # fmt: skip
+    assert round_time(tmp_path / "nothing") == {} and late_line(tmp_path / "nothing") == []
 
 
 def test_the_time_line_gives_each_sides_prepare_and_its_slowest_worker(tmp_path: Path) -> None:

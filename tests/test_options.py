@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -300,8 +301,17 @@ def test_wait_for_runs_no_test_before_its_file_exists(suite: pytest.Pytester) ->
     result.assert_outcomes(passed=1)
     (line,) = [x for x in result.outlines if x.startswith("time: ") and "before its turn (imports, then waiting)" in x]
     assert float(line.split(" s before its turn")[0].rsplit(", ", 1)[1]) >= 1.5
+    assert "before it was ready" not in line and (suite.path / "turn.ready").stat().st_mtime < turn.stat().st_mtime
     with pytest.raises(TimeoutError, match="run without --vitperf-wait-for to start at once"):
         wait_for_turn(suite.path / "never", limit_s=0.2)
+    # a turn that came 30 s before the process was ready: the device waited for it, which its time line says
+    came = suite.path / "came"
+    came.touch()
+    os.utime(came, (came.stat().st_mtime - 30, came.stat().st_mtime - 30))
+    result = suite.runpytest(*FAST, "--vitperf-precisions=fp32", f"--vitperf-wait-for={came.name}")
+    result.assert_outcomes(passed=1)
+    (line,) = [x for x in result.outlines if x.startswith("time: ") and "before it was ready" in x]
+    assert 30 <= int(line.split("(its turn came ")[1].split(" s")[0]) < 60
 
 
 

@@ -137,6 +137,18 @@ def round_time(work: Path) -> dict[str, WorkerRecord]:
     return {side: median(rs) for side, rs in sorted(records.items())}
 
 
+def late_line(work: Path) -> list[str]:
+    """Under the table: the round processes whose turn came before they were ready (ahead.Turn), the device waiting
+    for them. A round after a look is short, and a process that needs longer than it to start must start rounds
+    earlier: ab.turns.ahead_for starts more once it has seen how long they take."""
+    late = [found[0].late_s for _, path in _rounds(work) if (found := _records(path)) is not None]
+    slow = sorted(s for s in late if s >= 0.5)
+    if not slow:
+        return []
+    return ["", f"Late turns: {len(slow)} of {len(late)} round processes were not ready when their turn came, "
+                f"{slow[0]:.0f}-{slow[-1]:.0f} s late (median {statistics.median(slow):.0f} s): the device waited"]
+
+
 def prepare_time(work: Path) -> dict[str, dict[str, Any]]:
     """Per side, its prepare's wall, its xdist workers (one process: itself), how many built nothing (a test is a
     worker's unit: fewer tests than workers leave the rest idle) and the slowest one's record: what the first round
@@ -202,6 +214,7 @@ def report(rows: list[Row], device: str, rounds: int, looks: int, work: Path, ar
     (ready, loads), times, prepares = ready_engines(work), round_time(work), prepare_time(work)
     lines = markdown(rows, facts) + open_rows_line(rows, rounds, args, times) + ready_line(ready, loads)
     lines += time_lines(times, prepares) if times or prepares else []
+    lines += late_line(work)
     away = f"every row {STATE_ROW:.0%} or more one way from the side's medians, {STATE:.0%} on average"
     lines += ["", f"Not judged, their families run in two states ({away}): {'; '.join(odd)}"] if odd else []
     lines += ["", f"Set aside, in another state ({away}, and the family's others so found the same way; its round "

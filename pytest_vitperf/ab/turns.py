@@ -18,6 +18,7 @@ from typing import IO, TYPE_CHECKING
 
 from pytest_vitperf.ab.explain import LABEL
 from pytest_vitperf.ab.plan import PREPARE_PLAN, own_builds, prepare_args, shared_parts, suite_args
+from pytest_vitperf.ahead import READY
 from pytest_vitperf.core import processes
 from pytest_vitperf.core.relay import GO, alternate
 from pytest_vitperf.core.signing import CHECKED_ENV
@@ -43,6 +44,7 @@ class Running:
     log: IO[bytes]
     cache: Path | None
     out: Path  # its --benchmark-json
+    began: float = 0.0  # when it was started, by the file system's clock (ready_after)
 
 
 def start(
@@ -74,8 +76,9 @@ def start(
     log = (work / f"{label}-{side}.log").open("wb")
     if not prepare:  # what it borrows of its side's folder, the side's prepare checked (core/signing.py)
         env = {**env, CHECKED_ENV: str(cache)}
+    began = time.time()
     popen = processes.start(full, stdout=log, stderr=subprocess.STDOUT, env=env)
-    return Running(popen, log, cache if own else None, out)
+    return Running(popen, log, cache if own else None, out, began)
 
 
 @dataclass
@@ -144,14 +147,26 @@ def gpu_likely(env: dict[str, str]) -> bool:
 # prepares: started once those had ended, round 0's side B was ready 5.5 s after its turn came (H200, fce8755).
 AHEAD = 2
 # Where turns are short (the rows still open after a look: 2 engines took a 3 s turn on an H200), two ahead are not
-# ready in time, and a round took about 23 s where its turns took 6 s (2026-12-02). So more wait then: as many as
-# READY_S, what a process needs before it can take its turn, holds turns of the last one's length, up to MOST_AHEAD.
+# ready in time, and a round took about 23 s where its turns took 6 s (2026-12-02). So more wait then: as many turns
+# of the last one's length as a process needs before it can take its turn, up to MOST_AHEAD processes. What it needs
+# is measured (ready_after); READY_S until then. A process of the nightly set needed 82 s (H200, 2026-12-04).
 READY_S, MOST_AHEAD = 12.0, 6
 
 
-def ahead_for(turn_s: float | None) -> int:
-    """How many processes wait for their turn while one runs, after a turn of `turn_s` seconds (None: none yet)."""
-    return AHEAD if not turn_s else max(AHEAD, min(MOST_AHEAD, math.ceil(READY_S / turn_s)))
+def ahead_for(turn_s: float | None, ready_s: float = READY_S, group: int = 1) -> int:
+    """How many processes wait for their turn while one runs, after a turn of `turn_s` seconds (None: none yet),
+    where a process needs `ready_s` before it can take its turn and `group` processes take a turn together (--relay:
+    a round's two)."""
+    return AHEAD if not turn_s else max(AHEAD, min(MOST_AHEAD, group * math.ceil(ready_s / turn_s)))
+
+
+def ready_after(r: Running, turn: Path) -> float | None:
+    """How long a process waiting for its `turn` file took from its start to being ready for it (the READY file it
+    touches: ahead.wait_for_turn), None if it is not ready yet or waits for none."""
+    try:
+        return max(0.0, turn.with_suffix(READY).stat().st_mtime - r.began)
+    except FileNotFoundError:
+        return None
 
 
 def in_turn(
@@ -177,7 +192,7 @@ def in_turn(
     queue, given = [*tasks, *then.tasks], [units] * len(tasks) + [then.units] * len(then.tasks)
     turns = [work / f"{label}-{side}.turn" for label, side in queue]
     groups = _groups(queue, relay)
-    waiting, turn_began = AHEAD, time.monotonic()
+    waiting, turn_began, need = AHEAD, time.monotonic(), READY_S
     started: list[Running] = ready.take(tasks) if ready is not None else []
     _clear(work, queue[len(started) :])
     done: list[Process] = []
@@ -192,10 +207,13 @@ def in_turn(
         nonlocal waiting, turn_began
         for j in group:
             turns[j].touch()
-        waiting, turn_began = ahead_for(time.monotonic() - turn_began), time.monotonic()
+        waiting, turn_began = ahead_for(time.monotonic() - turn_began, need, len(group)), time.monotonic()
 
     def finish(group: list[int], nxt: list[int]) -> None:  # the group's turn to its end; then the next group's
+        nonlocal need
         early = _done_with_gpu([started[j] for j in group])
+        seen = [s for j in group + nxt if j < len(started) and (s := ready_after(started[j], turns[j])) is not None]
+        need = max(seen, default=need)  # the last ones to be ready: what the processes started next will need
         if early:
             hand_on(nxt)  # while they write their results and exit
         for j in group:
@@ -233,7 +251,7 @@ def in_turn(
 def _clear(work: Path, tasks: list[tuple[str, str]]) -> None:
     """The turn and done files of tasks not started yet: an earlier run's, cut off."""
     for label, side in tasks:
-        for suffix in (".turn", DONE):
+        for suffix in (".turn", DONE, READY):
             (work / f"{label}-{side}{suffix}").unlink(missing_ok=True)
 
 
