@@ -48,12 +48,11 @@ from pytest_vitperf.verdicts.ab import (
     exit_code,
     family_of,
     judge,
-    more_rounds,
     order,
     pairs,
-    rounds_to_decide,
     sequential,
 )
+from pytest_vitperf.verdicts.budget import more_rounds, rounds_to_decide
 from tests.conftest import recorded_rounds
 from tests.test_baselines_workflow import CONFTEST, TEST
 

@@ -30,16 +30,15 @@ from pytest_vitperf.verdicts.ab import (
     UNKNOWN,
     Row,
     Side,
-    decided_if_unchanged,
     judge,
     pairs,
-    rounds_to_decide,
     sequential,
     settled,
     spent,
     states,
     still_measured,
 )
+from pytest_vitperf.verdicts.budget import decided_if_unchanged, rounds_to_decide
 from pytest_vitperf.verdicts.stats import Interval
 from tests.conftest import load_tool, recorded_rounds
 

@@ -10,7 +10,8 @@ import time
 from collections.abc import Sequence
 from typing import IO, TYPE_CHECKING, Any
 
-from pytest_vitperf.verdicts.ab import FASTER, SAME, SLOWER, rounds_to_decide, still_measured
+from pytest_vitperf.verdicts.ab import FASTER, SAME, SLOWER, still_measured
+from pytest_vitperf.verdicts.budget import rounds_to_decide
 
 if TYPE_CHECKING:
     from pytest_vitperf.verdicts.ab import Row
@@ -52,7 +53,7 @@ def counts(rows: Sequence[Row]) -> str:
 class Progress:
     """A run's progress. `rounds_done` after each round; `judged` after each look, `forecast` between looks. The
     estimate of the time left is the rounds planned, and with a budget those the open rows still need
-    (verdicts.ab.rounds_to_decide, on the rows as the rounds so far would judge them; before they have intervals,
+    (verdicts.budget.rounds_to_decide, on the rows as the rounds so far would judge them; before they have intervals,
     all it pays) as far as it pays, at the seconds the last round took, scaled by round_cost to the engines each
     round measures: the rows a look decides leave the rounds after it. Counted at the last round's seconds, the
     nightly set's estimate after 3 rounds of 8 was 29% long (2026-12-03)."""

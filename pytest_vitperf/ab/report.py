@@ -182,7 +182,8 @@ def open_rows_line(
 ) -> list[str]:
     """Under the table of a run with rows open: how many of them the next three blocks would decide on a quiet night,
     and what a round's turns took, so that a nightly can choose its --budget-s."""
-    from pytest_vitperf.verdicts.ab import BLOCK, decided_if_unchanged
+    from pytest_vitperf.verdicts.ab import BLOCK
+    from pytest_vitperf.verdicts.budget import decided_if_unchanged
 
     still = sum(r.open for r in rows)
     if not still:

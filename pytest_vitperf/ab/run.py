@@ -42,13 +42,13 @@ from pytest_vitperf.core import processes
 from pytest_vitperf.verdicts.ab import (
     BLOCK,
     judge,
-    more_rounds,
     order,
     pairs,
     settled,
     states,
     still_measured,
 )
+from pytest_vitperf.verdicts.budget import more_rounds
 
 if TYPE_CHECKING:
     from pytest_vitperf.verdicts.ab import Process, Row
@@ -204,7 +204,7 @@ def _run(
     """The prepares (unless a resumed run has them; the first round's process starts meanwhile), then the rounds, a
     block at a time: after each block the rows are judged (a look), and those decided leave the later blocks
     (verdicts.ab.still_measured; plan.open_units). --rounds of them, else one block; then, while rows are open, a
-    block more (or half a block) as long as --budget-s pays for it (verdicts.ab.more_rounds). A resumed run judges
+    block more (or half a block) as long as --budget-s pays for it (verdicts.budget.more_rounds). A resumed run judges
     its recorded blocks as they were judged. Returns the looks taken, the rounds, and the rows judged."""
     run_began = time.monotonic()
     begin(work, args)
