@@ -20,7 +20,9 @@ Shown = tuple[str, float | None, float | None]  # a line's text, then the time l
 
 # The share of a round's seconds that does not shrink with the engines it measures, fitted to what rounds after a
 # look took on H200s: the nightly set's 0.72 of a whole one with 19 of its 56 engines (2026-12-03) and about 0.63
-# with 5-15 (2026-12-04); the latency suite's 0.78-0.86 with 2-4 of 8 (2026-12-02). Where it goes is not measured.
+# with 5-15 (2026-12-04); the latency suite's 0.78-0.86 with 2-4 of 8 (2026-12-02). Where it goes is not measured,
+# and those rounds may have waited for processes started too late (ab.turns.ahead_for): refit it to runs whose
+# report has no "Late turns" line.
 ROUND_FIXED = 0.6
 
 
