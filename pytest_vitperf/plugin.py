@@ -34,9 +34,10 @@ from pytest_vitperf.fixtures import (  # noqa: F401  (fixtures are registered by
     vitperf_plan,
     vitperf_session,
 )
-from pytest_vitperf.options import GPU_BENCH, UNITS, add_options
+from pytest_vitperf.options import GPU_BENCH, UNITS
 from pytest_vitperf.options.checks import check_cache, check_paths, check_store, units_problem
 from pytest_vitperf.options.resolve import settings_from_config
+from pytest_vitperf.options.table import add_options
 from pytest_vitperf.session import VitperfSession
 from pytest_vitperf.workers import BALANCING, case_id, share_host, too_many_workers
 

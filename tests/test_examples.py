@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_vitperf.cli import build_parser
-from pytest_vitperf.options import FLAGS, OPTIONS
+from pytest_vitperf.options.table import FLAGS, OPTIONS
 
 yaml = pytest.importorskip("yaml")
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "github-actions"

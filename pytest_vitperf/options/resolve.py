@@ -19,17 +19,16 @@ from pytest_vitperf.options import (
     CLOCKS,
     CUDA_GRAPH,
     FALSE_ALARM,
-    FLAGS,
     GPU_BENCH,
     GPU_BENCH_INI,
     INJECT_DELAY,
-    OPTIONS,
     PRECISIONS_OPT,
     RECORD_RUN,
     UPDATE_BASELINES,
     _dest,
 )
 from pytest_vitperf.options.parsers import parse_bool
+from pytest_vitperf.options.table import FLAGS, OPTIONS
 
 _DEFAULTS = Settings()
 GPU_DEFAULTS = (("vit_base_patch16_224",), (1, 64))
