@@ -68,9 +68,9 @@ def ahead_of_turn(
     subprocess of about 1.5 s on an H200), and `build` of the run's FP32 `models` (2.7 s of an H200 round's 21.7 s
     turn; where none are named, whether the defaults are a GPU's is asked of the driver, which starts no context),
     but those whose families `units` leaves out (unit_models): the nightly set's seven took 12 s and 4 GB on a 2-core
-    CPU (2026-12-04), where the rounds after a look may keep one of its 14 families. Then it waits. Returns its turn,
-    begun (the seconds of the imports and the wait: the time line counts the builds as start-up), and the probe's
-    facts."""
+    CPU (2026-12-04), where the rounds after a look may keep one of its 14 families; on one thread. Then it waits.
+    Returns its turn, begun (the seconds of the imports and the wait: the time line counts the builds as start-up),
+    and the probe's facts."""
     import torch
 
     from pytest_vitperf.engines.ready import hash_ahead
@@ -81,12 +81,19 @@ def ahead_of_turn(
     hash_ahead()
     hook = getattr(config.hook, "pytest_benchmark_generate_machine_info", None)
     facts = hook(config=config) if hook is not None else None
-    building = time.perf_counter()
-    for name in models or run_defaults(torch.cuda.is_available())[0]:
-        kept = unit_models(units)  # read again before each: the look may write it meanwhile
-        if kept is None or (canonical_model_name(name) or name) in kept:
-            with contextlib.suppress(Exception):  # one that cannot be built says so where it always has, in one line
-                build(name)
+    building, budget = time.perf_counter(), torch.get_num_threads()
+    # One thread: initialising weights hardly gains from more (the nightly set's seven on a 2-core CPU: 8.3 s with one,
+    # 7.6 s with two), and waiting processes that each take the whole budget crowd the host: two at once took 8.3-8.7 s
+    # each with one thread, 15.7-16.5 s with two (2026-12-05). The weights are the same bit for bit (ViT-L, EVA-02).
+    torch.set_num_threads(1)
+    try:
+        for name in models or run_defaults(torch.cuda.is_available())[0]:
+            kept = unit_models(units)  # read again before each: the look may write it meanwhile
+            if kept is None or (canonical_model_name(name) or name) in kept:
+                with contextlib.suppress(Exception):  # one that cannot be built says so where it always has, in a line
+                    build(name)
+    finally:
+        torch.set_num_threads(budget)
     built = time.perf_counter() - building
     late = wait_for_turn(turn)
     return Turn(waited_s=round(time.perf_counter() - start - built, 1), late_s=round(late, 1)), facts

@@ -153,22 +153,34 @@ def test_a_units_file_of_single_tests_narrows_a_family_to_them(pytester: pytest.
 def test_a_process_waiting_for_its_turn_builds_only_the_models_its_units_keep(pytester: pytest.Pytester) -> None:
     """A round's process after a look gets the open rows' tests (--vitperf-units): ahead of its turn it builds the
     FP32 models of their families alone, not every model of the run (the nightly set's seven: 12 s and 4 GB on a
-    2-core CPU, beside a process being timed). Without a units file, or one not written yet, it builds them all."""
+    2-core CPU, beside a process being timed), on one thread. Without a units file, or one not written yet, it builds
+    them all."""
     from pytest_vitperf.ahead import unit_models
 
     pytester.makepyfile(test_lat=MEMBERS)
     pytester.makeconftest("""
+import torch
+
 def pytest_vitperf_model_built(config, name, model):
     with open("built.txt", "a") as f:
         f.write(name + "\\n")
+    with open("threads.txt", "a") as f:
+        f.write(f"built {torch.get_num_threads()}\\n")
+
+def pytest_runtest_call(item):
+    with open("threads.txt", "a") as f:
+        f.write(f"test {torch.get_num_threads()}\\n")
 """)
     (pytester.path / "turn").touch()
     units = pytester.path / "open.txt"
     units.write_text("test_lat.py::test_lat[deit_tiny_patch16_224-b1-fp16]\n")
     args = ("--gpu-bench", "-p", "no:cacheprovider", "--vitperf-models=vit_tiny,deit_tiny_patch16_224",
-            "--vitperf-batch-sizes=1", "--vitperf-precisions=fp16", "--vitperf-wait-for=turn")  # fmt: skip
+            "--vitperf-batch-sizes=1", "--vitperf-precisions=fp16", "--vitperf-wait-for=turn",
+            "--vitperf-threads=2")  # fmt: skip
     pytester.runpytest(*args, f"--vitperf-units={units}").assert_outcomes(passed=1, deselected=1)
     assert (pytester.path / "built.txt").read_text().split() == ["deit_tiny_patch16_224"]
+    # built ahead on one thread, beside the process being timed; the tests then have their budget back
+    assert (pytester.path / "threads.txt").read_text().splitlines() == ["built 1", "test 2"]
     (pytester.path / "built.txt").unlink()
     pytester.runpytest(*args).assert_outcomes(passed=2)
     assert sorted((pytester.path / "built.txt").read_text().split()) == ["deit_tiny_patch16_224",
