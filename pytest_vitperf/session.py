@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from pytest_vitperf.store.baselines import BaselineKey, BaselineStorage
     from pytest_vitperf.verdicts.accuracy import OutputError, TaskAccuracy
     from pytest_vitperf.verdicts.rows import RowVerdict
-    from pytest_vitperf.verdicts.stats import Prior
+    from pytest_vitperf.verdicts.spreads import Prior
 
 
 class VitperfSession:

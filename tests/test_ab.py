@@ -211,11 +211,11 @@ def test_verdicts_on_simulated_rounds() -> None:
 
 def test_the_interval_is_students_t_on_the_rounds_log_ratios_at_the_shared_level() -> None:
     """One row alone: Student's t on its log ratios (scipy), at the level its look spends. Among rows of like
-    spread: the t of limma's moderated variance, the row's own and the matrix's prior (stats.spread_prior) weighted
+    spread: the t of limma's moderated variance, the row's own and the matrix's prior (spreads.spread_prior) weighted
     by their degrees of freedom, the prior's capped at the row's."""
     from scipy import stats
 
-    from pytest_vitperf.verdicts.stats import Spread, spread_prior
+    from pytest_vitperf.verdicts.spreads import Spread, spread_prior
 
     def logs_of(rounds: list, name: str) -> list[float]:
         return [math.log(b[name].median_ms / a[name].median_ms) for a, b in rounds]

@@ -42,7 +42,7 @@ from pytest_vitperf.verdicts.baselines.compare import (
 )
 from pytest_vitperf.verdicts.baselines.gate import prior_for
 from pytest_vitperf.verdicts.baselines.upgrade import UpgradeError, build_report
-from pytest_vitperf.verdicts.stats import Prior
+from pytest_vitperf.verdicts.spreads import Prior
 from tests.conftest import REPO
 
 SEED_BASELINES = REPO / "baselines"

@@ -17,21 +17,18 @@ from hypothesis import strategies as st
 
 from pytest_vitperf.verdicts.builds import BuildSpread, build_spread, nested_interval, settles
 from pytest_vitperf.verdicts.proportions import mcnemar_exact, paired_difference, wilson
+from pytest_vitperf.verdicts.spreads import Prior, Spread, group_prior, spread_prior
 from pytest_vitperf.verdicts.stats import (
     FAIL,
     PASS,
     UNKNOWN,
     Interval,
-    Prior,
-    Spread,
     against_floor,
     detectable_change,
     false_discoveries,
     family_wise,
-    group_prior,
     log_ratio_interval,
     ratio_interval,
-    spread_prior,
 )
 from tests.conftest import load_tool
 
@@ -329,7 +326,7 @@ def test_settles_now_is_the_intervals_verdict_and_more_rounds_only_help(
 def test_trigamma_inverse_undoes_trigamma() -> None:
     from scipy.special import polygamma
 
-    from pytest_vitperf.verdicts.stats import _trigamma_inverse
+    from pytest_vitperf.verdicts.spreads import _trigamma_inverse
 
     for y in (0.01, 0.5, 3.0, 100.0, 1e4):
         assert _trigamma_inverse(float(polygamma(1, y))) == pytest.approx(y, rel=1e-6)

@@ -25,7 +25,7 @@ processes found in another state are set aside when they all sit the same way (v
 aside no more than M (0: none, every family with one unjudged; 1: one). docs/statistics.md has the rates.
 --models M makes a matrix of M such models (14 M rows), and --noisy F multiplies the last one's batch-1 spreads (the
 nightly set's ViT-S spread 2-3 times its other families at batch 1, H200, 2026-12-04); --no-families lets rows
-borrow the matrix's spread alone, not also their family's where it is clearly larger (stats.group_prior).
+borrow the matrix's spread alone, not also their family's where it is clearly larger (spreads.group_prior).
 """
 
 from __future__ import annotations

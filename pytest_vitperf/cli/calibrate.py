@@ -23,7 +23,7 @@ from pytest_vitperf.cli.baselines import DEFAULT_BASELINES
 from pytest_vitperf.core import processes
 from pytest_vitperf.report.tables import table
 from pytest_vitperf.store.baselines import BaselineStorage
-from pytest_vitperf.verdicts.stats import Prior
+from pytest_vitperf.verdicts.spreads import Prior
 
 
 def _pytest(args: argparse.Namespace, *extra: str) -> list[str]:

@@ -70,7 +70,7 @@ class BaselineKey:
 @dataclass(frozen=True)
 class Run:
     """One fresh process's median of a row: the unit its spread is made of. `group` counts the row's baselines: a
-    refreshed baseline starts a new group, and the spread is pooled within groups (verdicts/stats.pooled_spread)."""
+    refreshed baseline starts a new group, and the spread is pooled within groups (verdicts/spreads.pooled_spread)."""
 
     median_ms: float
     date: str = ""

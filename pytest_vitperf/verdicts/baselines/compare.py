@@ -20,7 +20,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from pytest_vitperf.verdicts.stats import Prior, Spread, false_discoveries, pooled_spread, spread_prior
+from pytest_vitperf.verdicts.spreads import Prior, Spread, pooled_spread, spread_prior
+from pytest_vitperf.verdicts.stats import false_discoveries
 
 if TYPE_CHECKING:
     from pytest_vitperf.store.baselines import Baseline, Run
@@ -97,7 +98,7 @@ def _at(pool: Sequence[Run]) -> float:
 
 
 def matrix_prior(baselines: Iterable[Baseline], gpu_uuid: str) -> Prior | None:
-    """The prior the rows of one GPU model's baselines give each other's spreads (stats.spread_prior): each row's own
+    """The prior the rows of one GPU model's baselines give each other's spreads (spreads.spread_prior): each row's own
     spread in time, on the runs a run of `gpu_uuid` is judged against, with its latency."""
     own = [(pooled_spread(_groups(pool, False), 1), pool) for pool, _ in (_pool(b, gpu_uuid) for b in baselines)]
     known = [(sp, _at(pool)) for sp, pool in own if sp is not None]

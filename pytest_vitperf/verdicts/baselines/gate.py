@@ -41,7 +41,7 @@ from pytest_vitperf.verdicts.baselines.compare import (
     matrix_prior,
     settle,
 )
-from pytest_vitperf.verdicts.stats import Prior
+from pytest_vitperf.verdicts.spreads import Prior
 
 COMPARED = "compared"
 MISSING = "missing"
