@@ -44,7 +44,7 @@ class Running:
     log: IO[bytes]
     cache: Path | None
     out: Path  # its --benchmark-json
-    began: float = 0.0  # when it was started, by the file system's clock (ready_after)
+    began: float  # when it was started, by the file system's clock (ready_after)
 
 
 def start(
