@@ -11,7 +11,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import TypeVar
 
-K = TypeVar("K", bound=Hashable)
+K = TypeVar("K", bound=Hashable)  # a row's key in a matrix (stats.moderated_intervals takes it too)
 ROUNDING = 1e-12  # a log difference this small is floating-point rounding of equal latencies, not a change
 
 def smallest_detectable(se: float, df: float, level: float, power: float, threshold: float = 0.0) -> float:

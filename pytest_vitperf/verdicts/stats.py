@@ -15,16 +15,15 @@ import math
 import warnings
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
-from pytest_vitperf.verdicts.spreads import Spread, group_prior, smallest_detectable, spread_prior
+from pytest_vitperf.verdicts.spreads import K, Spread, group_prior, smallest_detectable, spread_prior
 
 CONFIDENCE = 0.95
 T_ON_LOG_RATIOS = "t on log ratios"
 MODERATED_T = "moderated t on log ratios"
 
 PASS, FAIL, UNKNOWN, INCONCLUSIVE = "pass", "FAIL", "unknown", "inconclusive"
-K = TypeVar("K", bound=Hashable)
 
 
 def exp_or_inf(x: float) -> float:
