@@ -615,3 +615,23 @@ def test_the_replay_of_the_nightly_a_a_whose_vit_s_int8_was_called_slower_at_its
     assert {k for k in rows if rows[k] != alone[k]} == {f"vit_small_patch16_224 int8 b1 | {LATENCY}",
                                                         f"vit_small_patch16_224 bf16 b1 | {SPEEDUP}"}  # fmt: skip
     assert list(rows.values()).count(SAME) == 91 and not {SLOWER, FASTER} & set(rows.values())
+
+
+def test_the_replay_of_the_nightly_sets_warm_runs_gives_their_live_verdicts() -> None:
+    """Real rounds (H200, 2026-12-05, warm, the nightly set at batches 1 and 16, --relay, 0.75%). The A/A, --budget-s
+    720: 26 rounds in 11 min 54 s, looks at rounds 4, 6, 10, ... 26; 88 SAME at the first look (7 min 47 s), 91 at
+    the second (8 min 44 s), 94 of 98 at the end, none SLOWER or FASTER; open: ViT-S's FP8 and INT8 at batch 1,
+    latency and speedup. +1% on ViT-L's FP8 (--budget-s 400, one block): its latencies at batches 1 and 16 and its
+    speedup at batch 16 SLOWER, its speedup at batch 1 open, and no other row SLOWER or FASTER. Replayed with a look
+    every block, each run's verdicts are the live ones, row for row."""
+    data = json.loads((DATA / "ab" / "h200-ab-nightly-warm-2026-12-05.json").read_text())
+    for run in ("aa", "d1"):
+        rows = {f"{r.name} | {r.what}": r.verdict for r in sequential(recorded_rounds(data[run]), threshold=0.0075)}
+        assert rows == data[f"{run}_verdicts"]
+    aa = recorded_rounds(data["aa"])
+    assert [sum(r.verdict == SAME for r in sequential(aa[:n], threshold=0.0075)) for n in (4, 6, 26)] == [88, 91, 94]
+    assert not {SLOWER, FASTER} & set(data["aa_verdicts"].values())
+    moved = {k for k, v in data["d1_verdicts"].items() if v in (SLOWER, FASTER)}
+    assert moved == {f"vit_large_patch16_224 fp8 b1 | {LATENCY}", f"vit_large_patch16_224 fp8 b16 | {LATENCY}",
+                     f"vit_large_patch16_224 fp8 b16 | {SPEEDUP}"}  # fmt: skip
+    assert data["d1_verdicts"][f"vit_large_patch16_224 fp8 b1 | {SPEEDUP}"] == UNKNOWN
