@@ -21,8 +21,11 @@ Shown = tuple[str, float | None, float | None]  # a line's text, then the time l
 # The share of a round's seconds that does not shrink with the engines it measures, fitted to what rounds after a
 # look took on H200s: the nightly set's 0.72 of a whole one with 19 of its 56 engines (2026-12-03) and about 0.63
 # with 5-15 (2026-12-04); the latency suite's 0.78-0.86 with 2-4 of 8 (2026-12-02). Where it goes is not measured,
-# and those rounds may have waited for processes started too late (ab.turns.ahead_for): refit it to runs whose
-# report has no "Late turns" line.
+# and those rounds may have waited for processes started too late (ab.turns.ahead_for). The nightly set's warm A/A
+# with processes started as many turns ahead as they need (2026-12-05) kept 0.02-0.16 (8 engines: 23-34 s a round
+# where 56 took 101-107 s; 3-4 engines: 37-40 s a block of 4). Priced at 0.6, its budget paid for too few of them:
+# at its first look the line said "2 min 20 s left" where 4 min 07 s were, though within 3% after the first third of
+# its rounds. Not lowered while the latency suite's own has not been measured again: priced too low, it overran.
 ROUND_FIXED = 0.6
 
 
