@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pytest_vitperf.ab import turns
 from pytest_vitperf.ab.formats import github_action_benchmark, markdown
 from pytest_vitperf.ab.plan import (
     PROCESS_PLAN,
@@ -26,7 +27,7 @@ from pytest_vitperf.ab.plan import (
     suite_args,
 )
 from pytest_vitperf.ab.run import _prepare
-from pytest_vitperf.ab.turns import ENDED, Ahead, SideFailed, ahead_for, in_turn
+from pytest_vitperf.ab.turns import ENDED, MOST_AHEAD, Ahead, SideFailed, ahead_for, in_turn, most_ahead
 from pytest_vitperf.cli import main
 from pytest_vitperf.engines import REPRODUCIBLE_PARTS
 from pytest_vitperf.measure.measurement import read_benchmark_json
@@ -630,20 +631,31 @@ def _script_sides(
 
 
 def test_more_processes_wait_for_their_turn_where_turns_are_short() -> None:
-    assert [ahead_for(t) for t in (None, 30.0, 12.0, 5.0, 3.0, 1.0)] == [2, 2, 2, 3, 4, 6]
+    assert [ahead_for(t) for t in (None, 30.0, 12.0, 5.0, 3.0, 1.0)] == [2, 2, 2, 3, 4, 12]
     # the nightly set's relayed pairs, 82 s to be ready (H200, 2026-12-04): one pair ahead holds a whole round of
     # 100 s; a round after a look of 40 s needs three
-    assert [ahead_for(t, 82.0, 2) for t in (100.0, 40.0, 20.0)] == [2, 6, 6]
+    assert [ahead_for(t, 82.0, 2) for t in (100.0, 40.0, 20.0)] == [2, 6, 10]
+    # warm (2026-12-05): 28-41 s to be ready, turns of 5-8 s after a look; 6 left each block's last round waiting
+    assert ahead_for(5.5, 30.0, 2) == 12 and ahead_for(5.5, 30.0, 2, most=6) == 6
     assert ahead_for(1.0, 0.5) == 2  # ready at once: two, however short the turns
 
 
-@pytest.mark.parametrize("ready", ["0", ""], ids=["ready-at-once", "never-says"])
+def test_as_many_wait_as_the_host_holds() -> None:
+    """A process getting ready takes about a CPU and up to AHEAD_GIB; TIMED_CPUS stay with the pair being timed."""
+    assert most_ahead(16, 120.0) == MOST_AHEAD == 12  # an H200 host
+    assert [most_ahead(8, 120.0), most_ahead(16, 20.0), most_ahead(2, 120.0), most_ahead(64, 1.0)] == [4, 5, 2, 2]
+
+
+@pytest.mark.parametrize(("ready", "cpus"), [("0", 16), ("", 16), ("", 2)],
+                         ids=["ready-at-once", "never-says", "never-says-small-host"])  # fmt: skip
 def test_as_many_processes_wait_as_the_time_they_take_to_be_ready_holds_turns(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ready: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ready: str, cpus: int
 ) -> None:
     """Turns of about 1 s: processes that say they are ready at once (their READY file) have two wait, where one
-    that never says has READY_S (12 s) start up to MOST_AHEAD (6) early, each of them competing for the host."""
+    that never says has READY_S (12 s) start more early, as many as the host holds (most_ahead), each of them
+    competing for it: on 16 CPUs up to all 8, on 2 still two."""
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(turns, "host", lambda: (cpus, 120.0))
     commands, args = _script_sides(tmp_path, ready=ready)
     tasks = [(f"round{i}", s) for i in range(4) for s in ("AB" if i % 2 == 0 else "BA")]
     assert len(in_turn(tasks, commands, tmp_path, args, dict(os.environ))) == 8
@@ -654,7 +666,7 @@ def test_as_many_processes_wait_as_the_time_they_take_to_be_ready_holds_turns(
         elif kind == "run":
             waiting.discard(label)
             most = max(most, len(waiting))
-    assert (most <= 2) == bool(ready), most
+    assert (most <= 2) == (bool(ready) or cpus == 2), most
     assert all((tmp_path / f"{label}-{side}.ready").exists() == bool(ready) for label, side in tasks[1:])
 
 
@@ -753,6 +765,7 @@ def test_the_next_blocks_processes_start_before_the_look_and_end_unused_if_no_bl
     """A block's last turns run while the next block's first processes start (given the look's file of units, not yet
     written) and wait; ended unused, they never run and leave no process or build folder."""
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(turns, "host", lambda: (16, 120.0))  # a GPU host's, where more than two may wait
     commands, args = _script_sides(tmp_path)
     then = Ahead([("round2", "B"), ("round2", "A"), ("round3", "A")], tmp_path / "open-after-look1.txt")
     tasks = [("round0", "A"), ("round0", "B"), ("round1", "B"), ("round1", "A")]

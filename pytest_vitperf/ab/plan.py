@@ -62,15 +62,20 @@ def prepare_workers(cores: int, memory_gib: float, at_once: int) -> int:
     return max(1, min(cores // at_once // PREPARE_THREADS, int(memory_gib / at_once / PREPARE_WORKER_GIB)))
 
 
-def host_prepare_workers(gpus: int, reuse_compiles: bool) -> int:
-    """prepare_workers on this host (its CPUs this process may use, its memory free now) for the prepares that run
-    at once: both sides' on each of `gpus`, or one at a time where compiles are reused (they run in turn then)."""
+def host() -> tuple[int, float]:
+    """This host's CPUs that this process may use, and its memory free now, in GiB."""
     try:
         free = next(int(line.split()[1]) * 1024 for line in Path("/proc/meminfo").read_text().splitlines()
                     if line.startswith("MemAvailable:"))  # fmt: skip
     except (OSError, StopIteration, ValueError, IndexError):
         free = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    return prepare_workers(len(os.sched_getaffinity(0)), free / 2**30, max(1, gpus) * (1 if reuse_compiles else 2))
+    return len(os.sched_getaffinity(0)), free / 2**30
+
+
+def host_prepare_workers(gpus: int, reuse_compiles: bool) -> int:
+    """prepare_workers on this host for the prepares that run at once: both sides' on each of `gpus`, or one at a
+    time where compiles are reused (they run in turn then)."""
+    return prepare_workers(*host(), max(1, gpus) * (1 if reuse_compiles else 2))
 
 
 def prepare_args(workers: int) -> list[str]:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 from pytest_vitperf.ab.explain import LABEL
-from pytest_vitperf.ab.plan import PREPARE_PLAN, own_builds, prepare_args, shared_parts, suite_args
+from pytest_vitperf.ab.plan import PREPARE_PLAN, host, own_builds, prepare_args, shared_parts, suite_args
 from pytest_vitperf.ahead import READY
 from pytest_vitperf.core import processes
 from pytest_vitperf.core.relay import GO, alternate
@@ -150,14 +150,27 @@ AHEAD = 2
 # ready in time, and a round took about 23 s where its turns took 6 s (2026-12-02). So more wait then: as many turns
 # of the last one's length as a process needs before it can take its turn, up to MOST_AHEAD processes. What it needs
 # is measured (ready_after); READY_S until then. A process of the nightly set needed 82 s (H200, 2026-12-04).
-READY_S, MOST_AHEAD = 12.0, 6
+READY_S = 12.0
+# At most 6 were too few: with turns of 5-8 s and processes 28-41 s from their start to being ready (the nightly set
+# warm, H200, 2026-12-05), the last round of each block of 4 waited 10-14 s for its processes. Up to 12 now, as far
+# as the host holds them: a process getting ready takes about a CPU (imports, then its FP32 models on one thread:
+# ahead.ahead_of_turn) and up to AHEAD_GIB (the nightly set's seven models), and TIMED_CPUS stay with the pair being
+# timed. In that run, processes timed while 4-7 others got ready spread no more than those timed beside 3 or fewer
+# (ViT-S at batch 1, the processes set aside left out: mean deviations 0.28% and 0.26% in FP16, 0.66% and 0.78% in
+# INT8, 0.77% and 0.51% in FP8, of 33 and 6 processes).
+MOST_AHEAD, AHEAD_GIB, TIMED_CPUS = 12, 4.0, 4
 
 
-def ahead_for(turn_s: float | None, ready_s: float = READY_S, group: int = 1) -> int:
+def most_ahead(cpus: int, free_gib: float) -> int:
+    """How many processes may wait for their turn at most, on a host of `cpus` with `free_gib` of memory free."""
+    return max(AHEAD, min(MOST_AHEAD, cpus - TIMED_CPUS, int(free_gib // AHEAD_GIB)))
+
+
+def ahead_for(turn_s: float | None, ready_s: float = READY_S, group: int = 1, most: int = MOST_AHEAD) -> int:
     """How many processes wait for their turn while one runs, after a turn of `turn_s` seconds (None: none yet),
     where a process needs `ready_s` before it can take its turn and `group` processes take a turn together (--relay:
-    a round's two)."""
-    return AHEAD if not turn_s else max(AHEAD, min(MOST_AHEAD, group * math.ceil(ready_s / turn_s)))
+    a round's two); `most` at most (most_ahead)."""
+    return AHEAD if not turn_s else max(AHEAD, min(most, group * math.ceil(ready_s / turn_s)))
 
 
 def ready_after(r: Running, turn: Path) -> float | None:
@@ -192,7 +205,7 @@ def in_turn(
     queue, given = [*tasks, *then.tasks], [units] * len(tasks) + [then.units] * len(then.tasks)
     turns = [work / f"{label}-{side}.turn" for label, side in queue]
     groups = _groups(queue, relay)
-    waiting, turn_began, need = AHEAD, time.monotonic(), READY_S
+    waiting, turn_began, need, most = AHEAD, time.monotonic(), READY_S, most_ahead(*host())
     started: list[Running] = ready.take(tasks) if ready is not None else []
     _clear(work, queue[len(started) :])
     done: list[Process] = []
@@ -207,7 +220,7 @@ def in_turn(
         nonlocal waiting, turn_began
         for j in group:
             turns[j].touch()
-        waiting, turn_began = ahead_for(time.monotonic() - turn_began, need, len(group)), time.monotonic()
+        waiting, turn_began = ahead_for(time.monotonic() - turn_began, need, len(group), most), time.monotonic()
 
     def finish(group: list[int], nxt: list[int]) -> None:  # the group's turn to its end; then the next group's
         nonlocal need
