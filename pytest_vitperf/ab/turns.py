@@ -151,13 +151,11 @@ AHEAD = 2
 # of the last one's length as a process needs before it can take its turn, up to MOST_AHEAD processes. What it needs
 # is measured (ready_after); READY_S until then. A process of the nightly set needed 82 s (H200, 2026-12-04).
 READY_S = 12.0
-# At most 6 were too few: with turns of 5-8 s and processes 28-41 s from their start to being ready (the nightly set
-# warm, H200, 2026-12-05), the last round of each block of 4 waited 10-14 s for its processes. Up to 12 now, as far
-# as the host holds them: a process getting ready takes about a CPU (imports, then its FP32 models on one thread:
-# ahead.ahead_of_turn) and up to AHEAD_GIB (the nightly set's seven models), and TIMED_CPUS stay with the pair being
-# timed. In that run, processes timed while 4-7 others got ready spread no more than those timed beside 3 or fewer
-# (ViT-S at batch 1, the processes set aside left out: mean deviations 0.28% and 0.26% in FP16, 0.66% and 0.78% in
-# INT8, 0.77% and 0.51% in FP8, of 33 and 6 processes).
+# Up to MOST_AHEAD, as far as the host holds them: a process getting ready takes about a CPU (imports, then its FP32
+# models on one thread: ahead.ahead_of_turn) and up to AHEAD_GIB (the nightly set's seven models), and TIMED_CPUS stay
+# with the pair being timed. 6 were too few where turns took 5-8 s and a process 28-41 s to be ready: each block's
+# last round waited 10-14 s. Processes timed beside 4-7 others getting ready spread no more than beside fewer
+# (docs/measurements/2026-12-05-h200-nightly-warm-aa-and-vit-l-fp8-delay.md).
 MOST_AHEAD, AHEAD_GIB, TIMED_CPUS = 12, 4.0, 4
 
 
