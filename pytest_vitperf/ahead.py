@@ -12,7 +12,7 @@ from typing import Any
 
 from pytest_vitperf.engines.models.zoo import canonical_model_name
 from pytest_vitperf.options import WAIT_FOR
-from pytest_vitperf.workers import family_of
+from pytest_vitperf.workers import family_of, use_threads
 
 # What a process imports before it waits for its turn, on the CPU while another has the GPU, instead of in its turn:
 # a round's process on an H200 spent 2.2 s of its turn in its first interval, which is scipy.stats' first import;
@@ -81,11 +81,11 @@ def ahead_of_turn(
     hash_ahead()
     hook = getattr(config.hook, "pytest_benchmark_generate_machine_info", None)
     facts = hook(config=config) if hook is not None else None
-    building, budget = time.perf_counter(), torch.get_num_threads()
+    building = time.perf_counter()
     # One thread: initialising weights hardly gains from more (the nightly set's seven on a 2-core CPU: 8.3 s with one,
     # 7.6 s with two), and waiting processes that each take the whole budget crowd the host: two at once took 8.3-8.7 s
     # each with one thread, 15.7-16.5 s with two (2026-12-05). The weights are the same bit for bit (ViT-L, EVA-02).
-    torch.set_num_threads(1)
+    restore = use_threads(1)
     try:
         for name in models or run_defaults(torch.cuda.is_available())[0]:
             kept = unit_models(units)  # read again before each: the look may write it meanwhile
@@ -93,7 +93,7 @@ def ahead_of_turn(
                 with contextlib.suppress(Exception):  # one that cannot be built says so where it always has, in a line
                     build(name)
     finally:
-        torch.set_num_threads(budget)
+        restore()  # the budget back (workers.share_host set it), for the tests
     built = time.perf_counter() - building
     late = wait_for_turn(turn)
     return Turn(waited_s=round(time.perf_counter() - start - built, 1), late_s=round(late, 1)), facts
