@@ -28,6 +28,7 @@ from pytest_vitperf.verdicts.ab import (
     SLOWER,
     SPEEDUP,
     UNKNOWN,
+    Process,
     Row,
     Side,
     judge,
@@ -623,15 +624,45 @@ def test_the_replay_of_the_nightly_sets_warm_runs_gives_their_live_verdicts() ->
     the second (8 min 44 s), 94 of 98 at the end, none SLOWER or FASTER; open: ViT-S's FP8 and INT8 at batch 1,
     latency and speedup. +1% on ViT-L's FP8 (--budget-s 400, one block): its latencies at batches 1 and 16 and its
     speedup at batch 16 SLOWER, its speedup at batch 1 open, and no other row SLOWER or FASTER. Replayed with a look
-    every block, each run's verdicts are the live ones, row for row."""
+    where the run looked, each run's verdicts are the live ones, row for row."""
     data = json.loads((DATA / "ab" / "h200-ab-nightly-warm-2026-12-05.json").read_text())
     for run in ("aa", "d1"):
-        rows = {f"{r.name} | {r.what}": r.verdict for r in sequential(recorded_rounds(data[run]), threshold=0.0075)}
+        rounds = recorded_rounds(data[run])
+        rows = {f"{r.name} | {r.what}": r.verdict for r in sequential(rounds, threshold=0.0075, at=looked(len(rounds)))}
         assert rows == data[f"{run}_verdicts"]
     aa = recorded_rounds(data["aa"])
-    assert [sum(r.verdict == SAME for r in sequential(aa[:n], threshold=0.0075)) for n in (4, 6, 26)] == [88, 91, 94]
+    assert [same_at(aa, n) for n in (4, 6, 26)] == [88, 91, 94]
     assert not {SLOWER, FASTER} & set(data["aa_verdicts"].values())
     moved = {k for k, v in data["d1_verdicts"].items() if v in (SLOWER, FASTER)}
     assert moved == {f"vit_large_patch16_224 fp8 b1 | {LATENCY}", f"vit_large_patch16_224 fp8 b16 | {LATENCY}",
                      f"vit_large_patch16_224 fp8 b16 | {SPEEDUP}"}  # fmt: skip
     assert data["d1_verdicts"][f"vit_large_patch16_224 fp8 b1 | {SPEEDUP}"] == UNKNOWN
+
+
+def looked(rounds: int) -> list[int]:
+    """Where a budgeted run of `rounds` looked: after its first block, after the half block the budget paid for
+    while a round still cost a whole one (budget.more_rounds), then every block, and at its last round."""
+    return sorted({4, *range(6, rounds, 4), rounds})
+
+
+def same_at(rounds: list[tuple[Process, Process]], n: int) -> int:
+    """The rows SAME after the first `n` rounds, looked at as the run did."""
+    return sum(r.verdict == SAME for r in sequential(rounds[:n], threshold=0.0075, at=[k for k in looked(n) if k <= n]))
+
+
+def test_the_replay_of_the_nightly_sets_cold_a_a_gives_its_live_verdicts() -> None:
+    """Real rounds (H200, 2026-12-05, cold, the nightly set at batches 1 and 16, --relay, 0.75%, --budget-s 960, up
+    to 12 processes getting ready beside the pair being timed): 44 rounds in 16 min 00 s, the prepares 3 min 40 s;
+    looks at rounds 4 and 6, then every 4 to 42, and 44. 81 SAME at the first look (10 min 42 s), 90 at the second
+    (11 min 33 s), 95 of 98 at the end, none SLOWER or FASTER; open: ViT-S's FP8 latency and its FP8 and INT8
+    speedups at batch 1. ViT-S at batch 1 was in another state (about 6% slower) in 11 of its 88 processes, and at
+    batch 16 in 2: set aside. Right after it, the latency suite's A/A, cold: 14 of 14 SAME at the first look, in
+    2 min 48 s. Replayed where the runs looked, the verdicts are the live ones, row for row."""
+    data = json.loads((DATA / "ab" / "h200-ab-nightly-cold-2026-12-05.json").read_text())
+    aa, lat = recorded_rounds(data["aa"]), recorded_rounds(data["lat"])
+    rows = {f"{r.name} | {r.what}": r.verdict for r in sequential(aa, threshold=0.0075, at=looked(44))}
+    assert rows == data["aa_verdicts"]
+    assert [same_at(aa, n) for n in (4, 6, 10, 14, 42, 44)] == [81, 90, 92, 94, 95, 95]
+    assert len(states(aa).aside) == 13 and not {SLOWER, FASTER} & set(rows.values())
+    assert {f"{r.name} | {r.what}": r.verdict for r in sequential(lat, threshold=0.0075)} == data["lat_verdicts"]
+    assert set(data["lat_verdicts"].values()) == {SAME} and len(data["lat_verdicts"]) == 14

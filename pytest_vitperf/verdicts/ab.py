@@ -313,14 +313,17 @@ def sequential(
     step: int = BLOCK,
     most: int | None = None,
     by_family: bool = True,
+    at: Sequence[int] | None = None,
 ) -> list[Row]:
     """The rows as a run would judge `rounds` (recorded with every row in every round): a look after the first
     `first` rounds and after every `step` after them, each decided row leaving the later rounds (its data there is
-    dropped, as it would not have been measured; still_measured). What `vitperf ab` does as it runs, replayed."""
+    dropped, as it would not have been measured; still_measured). What `vitperf ab` does as it runs, replayed.
+    `at`: the rounds after which the looks came instead, as a live run logs them (a half block where its budget
+    paid for no whole one: budget.more_rounds)."""
     rows: list[Row] = []
     kept: list[tuple[Process, Process]] = []
     look, begin = 0, 0
-    for end in [*range(first, len(rounds), step), len(rounds)]:
+    for end in at or [*range(first, len(rounds), step), len(rounds)]:
         names = still_measured(rows) if rows else None
         for a, b in rounds[begin:end]:
             kept.append((a, b) if names is None else (_only(a, names), _only(b, names)))
