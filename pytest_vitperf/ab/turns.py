@@ -154,8 +154,8 @@ READY_S = 12.0
 # Up to MOST_AHEAD, as far as the host holds them: a process getting ready takes about a CPU (imports, then its FP32
 # models on one thread: ahead.ahead_of_turn) and up to AHEAD_GIB (the nightly set's seven models), and TIMED_CPUS stay
 # with the pair being timed. 6 were too few where turns took 5-8 s and a process 28-41 s to be ready: each block's
-# last round waited 10-14 s. Processes timed beside 4-7 others getting ready spread no more than beside fewer
-# (docs/measurements/2026-12-05-h200-nightly-warm-aa-and-vit-l-fp8-delay.md).
+# last round waited 10-14 s. With 12 those blocks took 24-28 s, not 37-40, and processes timed beside 9-13 others
+# getting ready spread as beside fewer (docs/measurements/2026-12-05-h200-nightly-cold-aa-at-131cc22-and-latency-aa.md).
 MOST_AHEAD, AHEAD_GIB, TIMED_CPUS = 12, 4.0, 4
 
 
