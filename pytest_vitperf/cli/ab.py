@@ -21,12 +21,12 @@ def add(sub: Any) -> None:
     ab = sub.add_parser("ab", help="measure a candidate environment against the current one, alternating on one GPU")
     ab.add_argument("--a", required=True, help="the current environment: a venv, a python, or a command prefix")
     ab.add_argument("--b", required=True, help="the candidate, in the same forms")
-    ab.add_argument("--rounds", type=int, help="pairs of processes to start with (default: one ABBA block of 4, "
-                    "then, within --budget-s, what the largest batch's latency rows need to see twice the "
-                    "threshold)")  # fmt: skip
+    ab.add_argument("--rounds", type=int, help="rounds (pairs of processes) to run before --budget-s buys more "
+                    "(default: 4, one ABBA block); a look after every 4 and after the last")  # fmt: skip
     ab.add_argument("--budget-s", type=float, default=0.0,
-                    help="seconds in which more rounds may run: while rows are unknown, and without --rounds, until "
-                    "the largest batch's rows can see twice the threshold (0: none)")  # fmt: skip
+                    help="seconds the run may take, its prepares included: past --rounds, while rows are open, a "
+                    "block of 4 rounds more if the seconds left pay for it at the last block's price a round, else 2 "
+                    "if they pay for those; --rounds always run: a shorter budget is overrun (0: no more)")  # fmt: skip
     ab.add_argument("--threshold", type=parse_threshold, default=THRESHOLD, help="the practical threshold (0.75%%)")
     ab.add_argument("--confidence", type=float, default=0.95,
                     help="1 - the rate of wrong SLOWER or FASTER over the matrix, and of a row beyond the threshold "
