@@ -647,7 +647,7 @@ def looked(rounds: int) -> list[int]:
 
 def same_at(rounds: list[tuple[Process, Process]], n: int) -> int:
     """The rows SAME after the first `n` rounds, looked at as the run did."""
-    return sum(r.verdict == SAME for r in sequential(rounds[:n], threshold=0.0075, at=[k for k in looked(n) if k <= n]))
+    return sum(r.verdict == SAME for r in sequential(rounds[:n], threshold=0.0075, at=looked(n)))
 
 
 def test_the_replay_of_the_nightly_sets_cold_a_a_gives_its_live_verdicts() -> None:
