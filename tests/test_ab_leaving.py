@@ -11,6 +11,7 @@ import math
 import re
 import shutil
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,11 @@ from pytest_vitperf.verdicts.stats import Interval
 from tests.conftest import load_tool, recorded_rounds
 
 DATA = Path(__file__).parent / "data"
+
+
+def by_row(rows: Iterable[Row]) -> dict[str, str]:
+    """Each row's verdict, keyed as the stored runs key them ('MODEL PRECISION bBATCH | what')."""
+    return {f"{r.name} | {r.what}": r.verdict for r in rows}
 
 
 def test_the_looks_spend_at_most_the_rate_however_many_there_are() -> None:
@@ -288,7 +294,7 @@ def test_the_replay_gives_the_verdicts_the_live_h200_runs_gave() -> None:
     for run in ("aa", "delay1"):
         rounds = recorded_rounds(data[run])
         rows = sequential(rounds, threshold=0.005)
-        assert {f"{r.name} | {r.what}": r.verdict for r in rows} == data[f"{run}_verdicts"], run
+        assert by_row(rows) == data[f"{run}_verdicts"], run
     aa = list(data["aa_verdicts"].values())
     assert (aa.count("SAME"), aa.count("UNKNOWN"), len(aa)) == (8, 6, 14)
     slower = {k for k, v in data["delay1_verdicts"].items() if v == "SLOWER"}
@@ -306,7 +312,7 @@ def test_the_replay_of_a_live_h200_a_a_whose_last_open_row_left_at_its_second_lo
     assert set(rounds[4][0]) == {"vit_base_patch16_224 fp16 b1", "vit_base_patch16_224 fp8 b1"}
     for count, verdicts in ((4, data["aa_look1_verdicts"]), (8, data["aa_verdicts"])):
         rows = sequential(rounds[:count], threshold=0.005)
-        assert {f"{r.name} | {r.what}": r.verdict for r in rows} == verdicts, count
+        assert by_row(rows) == verdicts, count
     assert list(data["aa_look1_verdicts"].values()).count("SAME") == 13
     assert set(data["aa_verdicts"].values()) == {"SAME"}
 
@@ -320,7 +326,7 @@ def test_the_replay_of_the_live_h200_runs_under_the_4_s_warm_up() -> None:
                                  ("delay1", 4, "delay1_verdicts")):
         rounds = recorded_rounds(data[run][:count])
         rows = sequential(rounds, threshold=0.005)
-        assert {f"{r.name} | {r.what}": r.verdict for r in rows} == data[verdicts], verdicts
+        assert by_row(rows) == data[verdicts], verdicts
     assert [len(a) for a, _ in data["aa"]] == [8] * 4 + [5] * 4
     assert list(data["aa_look1_verdicts"].values()).count("SAME") == 11
     assert sorted(k for k, v in data["aa_verdicts"].items() if v == "UNKNOWN") == [
@@ -340,7 +346,7 @@ def test_the_replay_of_two_live_h200_a_as_whose_second_look_came_within_five_min
     for run, count, verdicts in [*looks, ("aa1", 8, "aa1_verdicts"), ("aa2", 8, "aa2_verdicts"),
                                  ("delay1", 4, "delay1_verdicts")]:  # fmt: skip
         rows = sequential(recorded_rounds(data[run][:count]), threshold=0.005)
-        assert {f"{r.name} | {r.what}": r.verdict for r in rows} == data[verdicts], verdicts
+        assert by_row(rows) == data[verdicts], verdicts
     assert [[len(a) for a, _ in data[run]] for run in ("aa1", "aa2")] == [[8] * 4 + [3] * 4, [8] * 4 + [4] * 4]
     same = [list(data[k].values()).count("SAME") for k in ("aa1_look1_verdicts", "aa2_look1_verdicts",
                                                             "aa1_verdicts", "aa2_verdicts")]  # fmt: skip
@@ -359,7 +365,7 @@ def test_the_replay_of_a_live_h200_plus_one_percent_fitted_over_60_pairs() -> No
     data = json.loads((DATA / "ab" / "h200-ab-fitted-delay-2026-12-03.json").read_text())
     for count, verdicts in [(4, "delay1_look1_verdicts"), (8, "delay1_verdicts")]:
         rows = sequential(recorded_rounds(data["delay1"][:count]), threshold=0.005)
-        assert {f"{r.name} | {r.what}": r.verdict for r in rows} == data[verdicts], verdicts
+        assert by_row(rows) == data[verdicts], verdicts
     assert [len(a) for a, _ in data["delay1"]] == [8] * 4 + [7] * 4
     fp8 = "vit_base_patch16_224 fp8"
     moved = {k: v for k, v in data["delay1_verdicts"].items() if v in ("SLOWER", "FASTER")}
@@ -377,7 +383,7 @@ def test_the_replay_of_a_live_h200_a_a_and_plus_one_percent_after_the_main_job()
     data = json.loads((DATA / "ab" / "h200-ab-latency-ce10238-2026-12-03.json").read_text())
     for run in ("delay1", "aa"):
         rows = sequential(recorded_rounds(data[run]), threshold=0.005)
-        assert {f"{r.name} | {r.what}": r.verdict for r in rows} == data[f"{run}_verdicts"], run
+        assert by_row(rows) == data[f"{run}_verdicts"], run
     assert [len(a) for a, _ in data["delay1"]] == [8] * 4 + [4] * 2
     moved = {k for k, v in data["delay1_verdicts"].items() if v in ("SLOWER", "FASTER")}
     assert moved == {f"vit_base_patch16_224 fp8 b{b} | {w}" for b in (1, 64) for w in (LATENCY, SPEEDUP)}
@@ -405,7 +411,7 @@ def test_the_replay_of_a_live_h200_a_a_whose_one_process_ran_batch_64_in_another
     assert not {"SLOWER", "FASTER"} & {r.verdict for r in replayed.values()}
     assert states(aa).aside == {(4, "B"): ["vit_base_patch16_224 b64"]}
     rows = sequential(delay, threshold=0.005)
-    assert {f"{r.name} | {r.what}": r.verdict for r in rows} == data["delay1_verdicts"]
+    assert by_row(rows) == data["delay1_verdicts"]
     slower = {k for k, v in data["delay1_verdicts"].items() if v == "SLOWER"}
     assert slower == {f"vit_base_patch16_224 fp8 b{b} | {w}" for b in (1, 64) for w in (LATENCY, SPEEDUP)}
     assert list(data["delay1_verdicts"].values()).count("SAME") == 10
@@ -418,7 +424,7 @@ def test_the_replay_of_a_live_h200_a_a_of_six_rounds_in_five_minutes() -> None:
     data = json.loads((DATA / "ab" / "h200-ab-latency-aa-2026-12-04.json").read_text())
     aa = recorded_rounds(data["aa"])
     assert len(aa) == 6 and not states(aa).found
-    rows = {f"{r.name} | {r.what}": r.verdict for r in sequential(aa, threshold=0.005)}
+    rows = by_row(sequential(aa, threshold=0.005))
     assert rows == data["aa_verdicts"]
     assert {k for k, v in rows.items() if v == SAME} == {k for k in rows if " b1 " in k}
     assert {v for k, v in rows.items() if " b64 " in k} == {"UNKNOWN"}
@@ -438,16 +444,16 @@ def test_the_replay_of_the_latency_suite_at_the_default_threshold_and_a_side_tha
     assert ab.THRESHOLD == 0.0075
     data = json.loads((DATA / "ab" / "h200-ab-latency-0.75-2026-12-04.json").read_text())
     aa, delay = recorded_rounds(data["aa"]), recorded_rounds(data["delay1"])
-    assert {f"{r.name} | {r.what}": r.verdict for r in sequential(aa)} == data["aa_verdicts"]
+    assert by_row(sequential(aa)) == data["aa_verdicts"]
     assert set(data["aa_verdicts"].values()) == {SAME}
     b64 = ["vit_base_patch16_224 b64"]
     assert states(delay).aside == {(4, "B"): b64, (8, "B"): b64}
-    rows = {f"{r.name} | {r.what}": r.verdict for r in sequential(delay)}
+    rows = by_row(sequential(delay))
     fp8 = {f"vit_base_patch16_224 fp8 b{b} | {w}" for b in (1, 64) for w in (LATENCY, SPEEDUP)}
     assert {k for k, v in rows.items() if v == SLOWER} == fp8 and {v for k, v in rows.items() if k not in fp8} == {SAME}
     monkeypatch.setattr(ab, "STATE_ROW", ab.STATE)  # the rule the run had
     assert not states(delay).found
-    assert {f"{r.name} | {r.what}": r.verdict for r in sequential(delay)} == data["delay1_verdicts"]
+    assert by_row(sequential(delay)) == data["delay1_verdicts"]
     live = data["delay1_verdicts"]
     assert {k for k, v in live.items() if v == UNKNOWN} == {f"vit_base_patch16_224 {p} b64 | {LATENCY}"
                                                               for p in ("bf16", "fp8", "int8")}  # fmt: skip
@@ -460,7 +466,7 @@ def test_the_replay_of_plus_one_percent_on_fp8_decided_at_its_first_look_with_th
     data = json.loads((DATA / "ab" / "h200-ab-latency-delay1-905b0ce-2026-12-04.json").read_text())
     rounds = recorded_rounds(data["delay1"])
     assert len(rounds) == 4 and not states(rounds).found
-    rows = {f"{r.name} | {r.what}": r.verdict for r in sequential(rounds)}
+    rows = by_row(sequential(rounds))
     assert rows == data["delay1_verdicts"]
     fp8 = {f"vit_base_patch16_224 fp8 b{b} | {w}" for b in (1, 64) for w in (LATENCY, SPEEDUP)}
     assert {k for k, v in rows.items() if v == SLOWER} == fp8 and {v for k, v in rows.items() if k not in fp8} == {SAME}
@@ -475,7 +481,7 @@ def test_the_replay_of_three_live_h200_a_as_at_20_rounds_a_process() -> None:
     looks = [(run, 4, f"{run}_look1_verdicts") for run in ("aa1", "aa2", "aa3", "delay1")]
     for run, count, verdicts in [*looks, ("aa1", 8, "aa1_verdicts"), ("aa3", 8, "aa3_verdicts")]:
         rows = sequential(recorded_rounds(data[run][:count]), threshold=0.005)
-        assert {f"{r.name} | {r.what}": r.verdict for r in rows} == data[verdicts], verdicts
+        assert by_row(rows) == data[verdicts], verdicts
     assert [list(data[f"aa{i}_look1_verdicts"].values()).count("SAME") for i in (1, 2, 3)] == [13, 9, 5]
     slower = {k for k, v in data["delay1_look1_verdicts"].items() if v == "SLOWER"}
     assert slower == {f"vit_base_patch16_224 fp8 b{b} | {w}" for b in (1, 64) for w in (LATENCY, SPEEDUP)}
@@ -549,7 +555,7 @@ def test_the_replay_of_the_nightly_sets_first_a_a_on_an_h200() -> None:
     rounds = recorded_rounds(data["aa"])
     assert len(rounds) == 4 and all(len(a) == len(b) == 64 for a, b in rounds)
     rows = sequential(rounds, threshold=0.005)
-    assert {f"{r.name} | {r.what}": r.verdict for r in rows} == data["aa_verdicts"]
+    assert by_row(rows) == data["aa_verdicts"]
     verdicts = [r.verdict for r in rows]
     assert (verdicts.count("SAME"), verdicts.count("UNKNOWN"), len(rows)) == (45, 67, 112)
     assert sum(r.open and r.name.endswith(" b64") for r in rows) == 40
@@ -609,10 +615,10 @@ def test_the_replay_of_the_nightly_a_a_whose_vit_s_int8_was_called_slower_at_its
     data = json.loads((DATA / "ab" / "h200-ab-nightly-aa-2026-12-04.json").read_text())
     night = recorded_rounds(data["night"])
     assert len(night) == 14 and len(states(night).aside) == 4 and not states(night).mixed
-    alone = {f"{r.name} | {r.what}": r.verdict for r in sequential(night, threshold=0.0075, by_family=False)}
+    alone = by_row(sequential(night, threshold=0.0075, by_family=False))
     assert alone == data["night_verdicts"]
     assert [k for k, v in alone.items() if v in (SLOWER, FASTER)] == [f"vit_small_patch16_224 int8 b1 | {LATENCY}"]
-    rows = {f"{r.name} | {r.what}": r.verdict for r in sequential(night, threshold=0.0075)}
+    rows = by_row(sequential(night, threshold=0.0075))
     assert {k for k in rows if rows[k] != alone[k]} == {f"vit_small_patch16_224 int8 b1 | {LATENCY}",
                                                         f"vit_small_patch16_224 bf16 b1 | {SPEEDUP}"}  # fmt: skip
     assert list(rows.values()).count(SAME) == 91 and not {SLOWER, FASTER} & set(rows.values())
@@ -628,7 +634,7 @@ def test_the_replay_of_the_nightly_sets_warm_runs_gives_their_live_verdicts() ->
     data = json.loads((DATA / "ab" / "h200-ab-nightly-warm-2026-12-05.json").read_text())
     for run in ("aa", "d1"):
         rounds = recorded_rounds(data[run])
-        rows = {f"{r.name} | {r.what}": r.verdict for r in sequential(rounds, threshold=0.0075, at=looked(len(rounds)))}
+        rows = by_row(sequential(rounds, threshold=0.0075, at=looked(len(rounds))))
         assert rows == data[f"{run}_verdicts"]
     aa = recorded_rounds(data["aa"])
     assert [same_at(aa, n) for n in (4, 6, 26)] == [88, 91, 94]
@@ -660,9 +666,9 @@ def test_the_replay_of_the_nightly_sets_cold_a_a_gives_its_live_verdicts() -> No
     2 min 48 s. Replayed where the runs looked, the verdicts are the live ones, row for row."""
     data = json.loads((DATA / "ab" / "h200-ab-nightly-cold-2026-12-05.json").read_text())
     aa, lat = recorded_rounds(data["aa"]), recorded_rounds(data["lat"])
-    rows = {f"{r.name} | {r.what}": r.verdict for r in sequential(aa, threshold=0.0075, at=looked(44))}
+    rows = by_row(sequential(aa, threshold=0.0075, at=looked(44)))
     assert rows == data["aa_verdicts"]
     assert [same_at(aa, n) for n in (4, 6, 10, 14, 42, 44)] == [81, 90, 92, 94, 95, 95]
     assert len(states(aa).aside) == 13 and not {SLOWER, FASTER} & set(rows.values())
-    assert {f"{r.name} | {r.what}": r.verdict for r in sequential(lat, threshold=0.0075)} == data["lat_verdicts"]
+    assert by_row(sequential(lat, threshold=0.0075)) == data["lat_verdicts"]
     assert set(data["lat_verdicts"].values()) == {SAME} and len(data["lat_verdicts"]) == 14
