@@ -78,6 +78,37 @@ def test_the_stopping_rule_keeps_its_rates_on_simulated_matrices(delta: float, t
         assert sum(r["same by the second look"]) > sum(r["same at the first look"])  # at 4 + `then` rounds
 
 
+NIGHTLY_FIRST_BLOCKS = [f"{DATA / 'ab' / f}:{k}" for f, k in (
+    ("h200-ab-nightly-b16-2026-12-03.json", "nightly"), ("h200-ab-nightly-aa-2026-12-04.json", "night"),
+    ("h200-ab-nightly-warm-2026-12-05.json", "aa"), ("h200-ab-nightly-cold-2026-12-05.json", "aa"))]  # fmt: skip
+
+
+def test_one_models_plus_1pct_in_the_nightly_set_is_found_by_its_later_looks_resampled() -> None:
+    """Matrices drawn from the nightly set's recorded first blocks (4 H200 A/As, 98 rows; tools/ab_stopping.py
+    --recorded): +1% on ViT-L's FP8 has all four of its rows SLOWER in most matrices by 10 rounds (looks at 4, 6, 8,
+    10), where the first look alone seldom does (the live run of 2026-12-05 had three of four), and no other row
+    moves; the A/A has no row SLOWER or FASTER."""
+    tool = load_tool("ab_stopping")
+    blocks = tool.recorded(NIGHTLY_FIRST_BLOCKS)
+    assert len(blocks) == 4 and len(blocks[0][0][0]) == 56
+    target = "vit_large_patch16_224 fp8"
+    first = tool.run(20, 4, 0.01, seed=7, blocks=blocks, target=target)
+    later = tool.run(20, 10, 0.01, seed=7, then=2, blocks=blocks, target=target)
+    aa = tool.run(20, 10, 0.0, seed=7, then=2, blocks=blocks, target=target)
+    assert first["all slower"] <= 5 and later["all slower"] >= 16
+    assert later["false"] == aa["false"] == 0 and later["power"][1] == 4 * 20
+
+
+def test_recorded_rounds_that_cannot_be_read_stop_the_tool_in_one_line(tmp_path: Path) -> None:
+    tool = load_tool("ab_stopping")
+    (tmp_path / "short.json").write_text(json.dumps({"aa": [[{"m fp16 b1": [1.0, None]}] * 2] * 3}))
+    for source, said in ((f"{tmp_path}/none.json:aa", "cannot read the rounds 'aa'"),
+                         (f"{tmp_path}/short.json:ab", "cannot read the rounds 'ab'"),
+                         (f"{tmp_path}/short.json:aa", "holds 3 rounds, not a block of 4")):  # fmt: skip
+        with pytest.raises(SystemExit, match=said):
+            tool.recorded([source])
+
+
 @pytest.mark.parametrize("delta", [0.0, 0.01], ids=["a-a", "plus-1pct-on-fp8"])
 def test_processes_in_another_state_set_aside_keep_the_rates(delta: float) -> None:
     """A family in another state, 4.5% the same way, in 10% of processes (ViT-S's two of 16 on an H200): set aside

@@ -4,6 +4,7 @@ precision, the false-verdict rate per row and the power, each with its Clopper-P
 
     python tools/ab_stopping.py [--matrices 10000] [--rounds 16] [--seed 1] [--scale 1] [--then 4] [--states 0]
                                 [--most M] [--one-way] [--models M] [--noisy F] [--no-families] [--threshold 0.75%]
+                                [--recorded FILE:KEY ... --target 'MODEL PRECISION']
 
 A matrix is the latency suite's: one model, FP16, BF16, FP8 and INT8 at batch 1 and 64 (8 engines, 14 rows). A
 process's median of a row is its true latency times exp(noise): a part shared by the family (the clock under the
@@ -26,13 +27,20 @@ aside no more than M (0: none, every family with one unjudged; 1: one). docs/sta
 --models M makes a matrix of M such models (14 M rows), and --noisy F multiplies the last one's batch-1 spreads (the
 nightly set's ViT-S spread 2-3 times its other families at batch 1, H200, 2026-12-04); --no-families lets rows
 borrow the matrix's spread alone, not also their family's where it is clearly larger (spreads.group_prior).
+--recorded FILE:KEY draws a matrix's rounds from the first blocks of recorded runs instead (tests/data/ab, the 4
+rounds before a run's first look, every row measured), round i from round i % 4 of a block at random, with each
+row's B set level with A; --target names the model and precision that +1% slows ('vit_large_patch16_224 fp8'). It
+prints how often all the target's rows are SLOWER. Rounds past the fourth are first-block rounds again: a
+projection from the spreads a run had before its first look, not a replay.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -40,6 +48,8 @@ from scipy.stats import binomtest
 
 from pytest_vitperf.options.parsers import parse_threshold
 from pytest_vitperf.verdicts.ab import BLOCK, FASTER, SAME, SLOWER, THRESHOLD, Process, Row, Side, sequential
+
+Block = list[tuple[Process, Process]]
 
 PRECISIONS = {"fp16": 1.0, "bf16": 1.01, "fp8": 0.87, "int8": 1.3}  # relative latencies (H200, ViT-B)
 BATCHES = {1: (0.6, 0.0010, 0.0012), 64: (5.9, 0.0020, 0.0018)}  # ms, family sd, own sd (log, per process)
@@ -78,35 +88,77 @@ def matrix(
     return out
 
 
+def recorded(sources: Sequence[str]) -> list[Block]:
+    """The first blocks of recorded runs ('FILE:KEY': a list of rounds [A, B], each {row: [median ms, SM MHz]}), each
+    row's B divided by its median B/A over all of them: every row's truth is then 1, at the spreads it was measured
+    with. Only rows that every round of every block measured are kept."""
+    blocks = []
+    for source in sources:
+        path, _, key = source.rpartition(":")
+        try:
+            stored = json.loads(Path(path).read_text())[key][:BLOCK]
+        except (OSError, ValueError, KeyError) as e:
+            raise SystemExit(f"ab_stopping: cannot read the rounds '{key}' of {path} ({e!r}); name them FILE:KEY, "
+                             "e.g. --recorded tests/data/ab/h200-ab-nightly-cold-2026-12-05.json:aa") from None
+        if len(stored) < BLOCK:
+            raise SystemExit(f"ab_stopping: {source} holds {len(stored)} rounds, not a block of {BLOCK}")
+        blocks.append([(_process(a), _process(b)) for a, b in stored])
+    names = set.intersection(*(set(p) for block in blocks for pair in block for p in pair))
+    level = {n: float(np.median([math.log(b[n].median_ms / a[n].median_ms) for block in blocks for a, b in block]))
+             for n in names}  # fmt: skip
+    return [[({n: a[n] for n in names}, {n: Side(b[n].median_ms * math.exp(-level[n]), b[n].sm_mhz) for n in names})
+             for a, b in block] for block in blocks]  # fmt: skip
+
+
+def _process(side: dict[str, list[float]]) -> Process:
+    return {n: Side(*v) for n, v in side.items()}
+
+
+def resampled(rng: np.random.Generator, blocks: Sequence[Block], rounds: int, slower: dict[str, float]) -> Block:
+    """`rounds` rounds, round i that of a block drawn at random at i's place in a block (i % 4): the nightly set's
+    ViT-S ran batch 16 in another state in processes 0A, 1B and 3A of five recorded first blocks, never two on a
+    side, which rounds drawn from anywhere would pile up. `slower` multiplies side B's rows of those names."""
+    out = []
+    for i in range(rounds):
+        a, b = blocks[int(rng.integers(len(blocks)))][i % BLOCK]
+        factor = {n: slower.get(n.rsplit(" ", 1)[0], 1.0) for n in b}
+        out.append((a, {n: Side(s.median_ms * factor[n], s.sm_mhz) for n, s in b.items()}))
+    return out
+
+
 def run(
     matrices: int, rounds: int, delta: float, seed: int, confidence: float = 0.95, scale: float = 1.0,
     then: int = BLOCK, states: float = 0.0, most: int | None = None, one_way: bool = False, models: int = 1,
-    noisy: float = 1.0, by_family: bool = True, threshold: float = THRESHOLD,
+    noisy: float = 1.0, by_family: bool = True, threshold: float = THRESHOLD, blocks: Sequence[Block] = (),
+    target: str = "vit0 fp8",
 ) -> dict[str, Any]:  # fmt: skip
-    """What `matrices` simulated runs of up to `rounds` rounds decide, with `delta` (0: an A/A) on the first model's
-    FP8 as side B; `most`: the processes in another state a family may have set aside (verdicts.ab.states);
-    `by_family`: whether a family's latencies lend their spread (verdicts.ab.judge)."""
+    """What `matrices` simulated runs of up to `rounds` rounds decide, with `delta` (0: an A/A) on `target` (a model
+    and precision) as side B; `most`: the processes in another state a family may have set aside
+    (verdicts.ab.states); `by_family`: whether a family's latencies lend their spread (verdicts.ab.judge); `blocks`:
+    recorded first blocks to draw the rounds from (resampled) instead of the simulated latency suite."""
     rng = np.random.default_rng(seed)
-    wrong = rows = hit = targets = decided = 0
+    wrong = rows = hit = targets = decided = every = 0
     spent_rounds: list[int] = []
     first_look: list[int] = []  # rows SAME at the first look, a matrix each
     second_look: list[int] = []  # and by the second
     any_wrong = 0
     for _ in range(matrices):
-        simulated = matrix(rng, rounds, {"vit0 fp8": 1 + delta} if delta else {}, scale, states, one_way, models, noisy)
+        slower = {target: 1 + delta} if delta else {}
+        simulated = (resampled(rng, blocks, rounds, slower) if blocks
+                     else matrix(rng, rounds, slower, scale, states, one_way, models, noisy))  # fmt: skip
         judged: Sequence[Row] = sequential(simulated, threshold=threshold, confidence=confidence, step=then,
                                            most=most, by_family=by_family)  # fmt: skip
-        bad = 0
+        bad = found = mine = 0
         for r in judged:
-            target = delta > 0 and r.name.startswith("vit0 fp8 ")
             rows += 1
             decided += r.verdict in (SAME, SLOWER, FASTER)  # not those left unjudged in two states
-            if target:
-                targets += 1
-                hit += r.verdict == SLOWER
+            if delta > 0 and r.name.startswith(target + " "):
+                mine += 1
+                found += r.verdict == SLOWER
                 bad += r.verdict in (SAME, FASTER)
             else:
                 bad += r.verdict in (SLOWER, FASTER)
+        targets, hit, every = targets + mine, hit + found, every + (found == mine > 0)
         wrong += bad
         any_wrong += bad > 0
         spent_rounds.append(max(r.rounds for r in judged))
@@ -114,8 +166,8 @@ def run(
         second_look.append(sum(r.verdict == SAME and r.look <= 2 for r in judged))
     return {
         "rows": rows, "false": wrong, "matrices with one": any_wrong, "matrices": matrices, "decided": decided,
-        "power": (hit, targets), "rounds": float(np.mean(spent_rounds)), "same at the first look": first_look,
-        "same by the second look": second_look,
+        "power": (hit, targets), "all slower": every, "rounds": float(np.mean(spent_rounds)),
+        "same at the first look": first_look, "same by the second look": second_look,
     }  # fmt: skip
 
 
@@ -138,22 +190,33 @@ def main() -> None:
     parser.add_argument("--noisy", type=float, default=1.0, help="the last model's spreads at batch 1, times")
     parser.add_argument("--no-families", action="store_true", help="rows borrow the matrix's spread alone")
     parser.add_argument("--threshold", type=parse_threshold, default=THRESHOLD, help="the practical threshold (0.75%%)")
+    parser.add_argument("--recorded", nargs="+", default=[], metavar="FILE:KEY",
+                        help="draw the rounds from these runs' first blocks (tests/data/ab)")
+    parser.add_argument("--target", default="vit0 fp8", help="the model and precision +1%% slows (vit0 fp8)")
     args = parser.parse_args()
-    print(f"{args.matrices} matrices of {14 * args.models} rows, up to {args.rounds} rounds, threshold "
-          f"{args.threshold:.2%}, 95%, the last model's batch-1 spreads x{args.noisy:g}, "
-          f"{'the matrix' if args.no_families else 'the matrix and the families'} lending spreads, "
-          f"spreads x{args.scale:g}, looks at {BLOCK} rounds and every {args.then} after; a family in another state "
-          f"{args.states:.1%} of processes{' (one way)' if args.one_way else ''}, "
-          f"{'any' if args.most is None else args.most} set aside")  # fmt: skip
-    for name, delta in (("A/A", 0.0), ("+1% on fp8", 0.01)):
+    blocks = recorded(args.recorded) if args.recorded else []
+    if blocks and not any(n.startswith(args.target + " ") for n in blocks[0][0][0]):
+        models = sorted({n.rsplit(" ", 2)[0] for n in blocks[0][0][0]})
+        parser.error(f"no row of '{args.target}' in the recorded rounds; name one, e.g. --target '{models[0]} fp8'")
+    print((f"{args.matrices} matrices of {len(blocks[0][0][0])} engines' rows drawn from the first blocks of "
+           f"{', '.join(args.recorded)}" if blocks else
+           f"{args.matrices} matrices of {14 * args.models} rows, the last model's batch-1 spreads x{args.noisy:g}, "
+           f"spreads x{args.scale:g}, a family in another state {args.states:.1%} of processes"
+           f"{' (one way)' if args.one_way else ''}")
+          + f"; up to {args.rounds} rounds, threshold {args.threshold:.2%}, 95%, "
+          f"{'the matrix' if args.no_families else 'the matrix and the families'} lending spreads, looks at {BLOCK} "
+          f"rounds and every {args.then} after, {'any' if args.most is None else args.most} set aside")  # fmt: skip
+    for name, delta in (("A/A", 0.0), (f"+1% on {args.target}", 0.01)):
         r = run(args.matrices, args.rounds, delta, args.seed, scale=args.scale, then=args.then, states=args.states,
-                most=args.most, one_way=args.one_way, models=args.models, noisy=args.noisy,
-                by_family=not args.no_families, threshold=args.threshold)  # fmt: skip
+                most=args.most, one_way=args.one_way, models=args.models, noisy=args.noisy, blocks=blocks,
+                by_family=not args.no_families, threshold=args.threshold, target=args.target)  # fmt: skip
         hit, targets = r["power"]
         print(f"{name}: false verdicts per row {rate(r['false'], r['rows'])}; matrices with one "
               f"{rate(r['matrices with one'], r['matrices'])}; rows decided {rate(r['decided'], r['rows'])}; "
-              f"power {rate(hit, targets) if targets else '-'}; mean rounds {r['rounds']:.1f}")  # fmt: skip
-        if not delta and args.models == 1:
+              f"power {rate(hit, targets) if targets else '-'}"
+              + (f", all its rows SLOWER {rate(r['all slower'], r['matrices'])}" if delta else "")
+              + f"; mean rounds {r['rounds']:.1f}")  # fmt: skip
+        if not delta and args.models == 1 and not blocks:
             first = np.array(r["same at the first look"])
             low, mid, high = np.percentile(first, [10, 50, 90])
             second = np.array(r["same by the second look"])
