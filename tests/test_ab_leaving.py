@@ -101,9 +101,10 @@ def test_one_models_plus_1pct_in_the_nightly_set_is_found_by_its_later_looks_res
 
 def test_recorded_rounds_that_cannot_be_read_stop_the_tool_in_one_line(tmp_path: Path) -> None:
     tool = load_tool("ab_stopping")
-    (tmp_path / "short.json").write_text(json.dumps({"aa": [[{"m fp16 b1": [1.0, None]}] * 2] * 3}))
+    (tmp_path / "short.json").write_text(json.dumps({"aa": [[{"m fp16 b1": [1.0, None]}] * 2] * 3, "odd": [[1, 2]]}))
     for source, said in ((f"{tmp_path}/none.json:aa", "cannot read the rounds 'aa'"),
                          (f"{tmp_path}/short.json:ab", "cannot read the rounds 'ab'"),
+                         (f"{tmp_path}/short.json:odd", "cannot read the rounds 'odd'"),
                          (f"{tmp_path}/short.json:aa", "holds 3 rounds, not a block of 4")):  # fmt: skip
         with pytest.raises(SystemExit, match=said):
             tool.recorded([source])

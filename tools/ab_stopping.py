@@ -96,13 +96,13 @@ def recorded(sources: Sequence[str]) -> list[Block]:
     for source in sources:
         path, _, key = source.rpartition(":")
         try:
-            stored = json.loads(Path(path).read_text())[key][:BLOCK]
-        except (OSError, ValueError, KeyError) as e:
+            block = [(_process(a), _process(b)) for a, b in json.loads(Path(path).read_text())[key][:BLOCK]]
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
             raise SystemExit(f"ab_stopping: cannot read the rounds '{key}' of {path} ({e!r}); name them FILE:KEY, "
                              "e.g. --recorded tests/data/ab/h200-ab-nightly-cold-2026-12-05.json:aa") from None
-        if len(stored) < BLOCK:
-            raise SystemExit(f"ab_stopping: {source} holds {len(stored)} rounds, not a block of {BLOCK}")
-        blocks.append([(_process(a), _process(b)) for a, b in stored])
+        if len(block) < BLOCK:
+            raise SystemExit(f"ab_stopping: {source} holds {len(block)} rounds, not a block of {BLOCK}")
+        blocks.append(block)
     names = set.intersection(*(set(p) for block in blocks for pair in block for p in pair))
     level = {n: float(np.median([math.log(b[n].median_ms / a[n].median_ms) for block in blocks for a, b in block]))
              for n in names}  # fmt: skip
@@ -158,7 +158,7 @@ def run(
                 bad += r.verdict in (SAME, FASTER)
             else:
                 bad += r.verdict in (SLOWER, FASTER)
-        targets, hit, every = targets + mine, hit + found, every + (found == mine > 0)
+        targets, hit, every = targets + mine, hit + found, every + (mine > 0 and found == mine)
         wrong += bad
         any_wrong += bad > 0
         spent_rounds.append(max(r.rounds for r in judged))
