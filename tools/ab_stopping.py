@@ -116,8 +116,9 @@ def _process(side: dict[str, list[float]]) -> Process:
 
 def resampled(rng: np.random.Generator, blocks: Sequence[Block], rounds: int, slower: dict[str, float]) -> Block:
     """`rounds` rounds, round i that of a block drawn at random at i's place in a block (i % 4): the nightly set's
-    ViT-S ran batch 16 in another state in processes 0A, 1B and 3A of five recorded first blocks, never two on a
-    side, which rounds drawn from anywhere would pile up. `slower` multiplies side B's rows of those names."""
+    ViT-S ran batch 16 in another state in processes 0A, 1B and 3A (each its round's first) of five recorded first
+    blocks, never two on a side, which rounds drawn from anywhere would pile up. `slower` multiplies side B's rows
+    of those names."""
     out = []
     for i in range(rounds):
         a, b = blocks[int(rng.integers(len(blocks)))][i % BLOCK]
