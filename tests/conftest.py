@@ -26,8 +26,12 @@ SUITE = REPO / "suites" / "test_vit_latency.py"
 
 
 def load_tool(name: str) -> Any:
-    """tools/NAME.py as a module (the tools are scripts, not a package), for tests that run their functions."""
+    """tools/NAME.py as a module (the tools are scripts, not a package), for tests that run their functions; tools/
+    on sys.path, as a script has it, for the tools that import one another."""
     import importlib.util
+
+    if str(REPO / "tools") not in sys.path:
+        sys.path.append(str(REPO / "tools"))
 
     spec = importlib.util.spec_from_file_location(name, REPO / "tools" / f"{name}.py")
     assert spec is not None and spec.loader is not None

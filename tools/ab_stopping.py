@@ -37,13 +37,13 @@ projection from the spreads a run had before its first look, not a replay.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from ab_spread import read_stored  # this folder is on sys.path when run as a script
 from scipy.stats import binomtest
 
 from pytest_vitperf.options.parsers import parse_threshold
@@ -96,7 +96,7 @@ def recorded(sources: Sequence[str]) -> list[Block]:
     for source in sources:
         path, _, key = source.rpartition(":")
         try:
-            block = [(_process(a), _process(b)) for a, b in json.loads(Path(path).read_text())[key][:BLOCK]]
+            block = read_stored(Path(path), key, BLOCK)
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
             raise SystemExit(f"ab_stopping: cannot read the rounds '{key}' of {path} ({e!r}); name them FILE:KEY, "
                              "e.g. --recorded tests/data/ab/h200-ab-nightly-cold-2026-12-05.json:aa") from None
@@ -108,10 +108,6 @@ def recorded(sources: Sequence[str]) -> list[Block]:
              for n in names}  # fmt: skip
     return [[({n: a[n] for n in names}, {n: Side(b[n].median_ms * math.exp(-level[n]), b[n].sm_mhz) for n in names})
              for a, b in block] for block in blocks]  # fmt: skip
-
-
-def _process(side: dict[str, list[float]]) -> Process:
-    return {n: Side(*v) for n, v in side.items()}
 
 
 def resampled(rng: np.random.Generator, blocks: Sequence[Block], rounds: int, slower: dict[str, float]) -> Block:
