@@ -195,12 +195,11 @@ def main() -> None:
     if blocks and not any(n.startswith(args.target + " ") for n in blocks[0][0][0]):
         models = sorted({n.rsplit(" ", 2)[0] for n in blocks[0][0][0]})
         parser.error(f"no row of '{args.target}' in the recorded rounds; name one, e.g. --target '{models[0]} fp8'")
-    print((f"{args.matrices} matrices of {len(blocks[0][0][0])} engines' rows drawn from the first blocks of "
-           f"{', '.join(args.recorded)}" if blocks else
-           f"{args.matrices} matrices of {14 * args.models} rows, the last model's batch-1 spreads x{args.noisy:g}, "
-           f"spreads x{args.scale:g}, a family in another state {args.states:.1%} of processes"
-           f"{' (one way)' if args.one_way else ''}")
-          + f"; up to {args.rounds} rounds, threshold {args.threshold:.2%}, 95%, "
+    source = (f"{len(blocks[0][0][0])} engines' rows drawn from the first blocks of {', '.join(args.recorded)}"
+              if blocks else f"{14 * args.models} rows, the last model's batch-1 spreads x{args.noisy:g}, spreads "
+              f"x{args.scale:g}, a family in another state {args.states:.1%} of processes"
+              f"{' (one way)' if args.one_way else ''}")  # fmt: skip
+    print(f"{args.matrices} matrices of {source}; up to {args.rounds} rounds, threshold {args.threshold:.2%}, 95%, "
           f"{'the matrix' if args.no_families else 'the matrix and the families'} lending spreads, looks at {BLOCK} "
           f"rounds and every {args.then} after, {'any' if args.most is None else args.most} set aside")  # fmt: skip
     for name, delta in (("A/A", 0.0), (f"+1% on {args.target}", 0.01)):
