@@ -60,7 +60,7 @@ def test_floors_suggest_turns_runs_into_floors_the_next_run_judges_with(suite: p
     assert "--precisions fp32 " in entries["fp32"]["provenance"]["command"]
     assert entries["bf16"]["provenance"] == bf16["provenance"]
     result = suite.runpytest(*FAST, "--vitperf-precisions=fp32,fp16,bf16", f"--vitperf-floors={out}")
-    result.stdout.fnmatch_lines(["test_vit * bf16 * *x [[]*, *] * pass (floor *x)*"])
+    result.stdout.fnmatch_lines(["test_vit * bf16 * *x [[]*, *] * pass (floor *x, set on torch *)*"])
 
 
 def test_merging_floors_keeps_the_other_entries_as_they_were_written(tmp_path: Path) -> None:

@@ -144,7 +144,7 @@ def test_a_store_of_the_first_schema_is_migrated_and_keeps_its_runs(tmp_path: Pa
     store.append([measured("fp16", 6.0)])
     assert store.counts() == (4, 7)
     with store.engine.connect() as c:
-        assert c.exec_driver_sql("SELECT version_num FROM alembic_version").scalar_one() == "0005"
+        assert c.exec_driver_sql("SELECT version_num FROM alembic_version").scalar_one() == "0006"
         old, new = c.exec_driver_sql("SELECT host, speedup FROM runs JOIN rows ON rows.run_id = runs.id "
                                      "WHERE precision = 'fp16' ORDER BY runs.id").all()[-2:]  # fmt: skip
     assert old == ("", None) and new[0]  # columns added since: empty for the old runs, filled for the new

@@ -231,7 +231,7 @@ def speedup_message(v: Verdict, nodeid: str) -> str:
     shown = v.interval(TIME)
     lines = [
         f"{c.precision} is {v.speedup:.3f}x faster than {b.precision}, {head} the floor {v.floor:.2f}x ({at})"
-        + (f" [{v.source}]" if v.source else ""),
+        + (f", set on {v.set_on}" if v.set_on else "") + (f" [{v.source}]" if v.source else ""),
         *(
             [f"  in time {shown.text()} at {shown.confidence:.0%} over {shown.n} rounds"]
             if shown is not None

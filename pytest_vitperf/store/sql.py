@@ -320,12 +320,14 @@ def _judged(r: Mapping[str, Any] | None) -> dict[str, Any]:
     """A row's record (verdicts/rows.RowVerdict.to_dict) as the summary shows it; every row names the same columns:
     one insert takes them all."""
     if r is None:
-        return dict.fromkeys(("reference", "speedup", "floor", "verdict", "speedup_low", "speedup_high"))
+        return dict.fromkeys(("reference", "speedup", "floor", "floor_set_on", "verdict", "speedup_low",
+                              "speedup_high"))  # fmt: skip
     i = r["time"] or {}
     # With rounds, the speedup is the interval's own estimate, as the summary prints it: the ratio of the two
     # medians can fall just outside the interval of the rounds' ratios.
     return {"reference": r["reference"], "speedup": i.get("estimate", r["speedup"]), "floor": r["floor"],
-            "verdict": r["outcome"], "speedup_low": i.get("low"), "speedup_high": i.get("high")}  # fmt: skip
+            "floor_set_on": r.get("set_on") or None, "verdict": r["outcome"], "speedup_low": i.get("low"),
+            "speedup_high": i.get("high")}  # fmt: skip
 
 
 def _ab_row(r: Mapping[str, Any]) -> dict[str, Any]:

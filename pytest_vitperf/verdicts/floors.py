@@ -15,13 +15,17 @@ File format (JSON, schema 1)::
       ]
     }
 
-`gpu`, `version` and `model` are shell-style globs (case-insensitive for `gpu`); `batch` may be
-omitted or "*" for any batch. `gpu`, `backend`, `precision` and `min_speedup` are required. `judged_in` is
-"time" (the default) or "cycles" (time x SM clock, where the clock is read): on a power-capped GPU the clock follows
-the work, and a ratio in cycles moves less from board to board. `provenance` is free-form: where the floor came
-from (`vitperf floors suggest` writes it). When several entries match, the most specific (fewest wildcards) wins;
-two equally specific entries for the same key are an error in the file. Floors are judged against FP16 measured in
-the same run, so a faster FP16 on a new backend version lowers every speedup: keep floors per version.
+`gpu`, `version` and `model` are shell-style globs (case-insensitive for `gpu`); `batch` may be omitted or "*" for
+any batch. `gpu`, `backend`, `precision` and `min_speedup` are required. `judged_in` is "time" (the default) or
+"cycles" (time x SM clock, where the clock is read): on a power-capped GPU the clock follows the work, and a ratio in
+cycles moves less from board to board. `provenance` is free-form: where the floor came from (`vitperf floors make`
+and `suggest` write it).
+
+A floor set on a version holds for every later version until one of that later version exists: a run on torch
+2.14.1 is judged by the `2.11.*` floors until `2.14.*` ones are written, and each verdict says which version set its
+floor. When several entries hold, the one set on the newest version wins, then the most specific (fewest wildcards);
+two entries for the same key are an error in the file. Floors are judged against FP16 measured in the same run, so a
+faster FP16 on a new backend version lowers every speedup: keep floors per version.
 
 A verdict judges the speedup's interval, not its point: pass when the interval clears the floor, FAIL when it lies
 below, inconclusive when it straddles the floor after every round the budget allowed (verdicts/stats.py).
@@ -41,6 +45,7 @@ class) are required; `model` is a glob (default any), `via` is "engine", "fake-q
 from __future__ import annotations
 
 import math
+import re
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -84,19 +89,44 @@ class Floor:
     judged_in: str = TIME
     provenance: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
-    def matches(self, *, gpu: str, backend: str, version: str, model: str, batch: int, precision: str) -> bool:
+    def matches(self, *, gpu: str, backend: str, model: str, batch: int, precision: str) -> bool:
+        """Whether the floor is for this GPU, backend, model, batch and precision, at some version."""
         return (
             fnmatchcase(gpu.lower(), self.gpu.lower())
             and backend == self.backend
-            and fnmatchcase(version, self.version)
             and fnmatchcase(model, self.model)
             and (self.batch == "*" or self.batch == batch)
             and precision == self.precision
         )
 
+    def holds_on(self, version: str) -> bool:
+        """Whether the floor holds on `version`: its glob matches it, or it was set on an earlier release."""
+        if fnmatchcase(version, self.version):
+            return True
+        mine, theirs = release(self.version), release(version)
+        return mine is not None and theirs is not None and mine <= theirs
+
     @property
     def specificity(self) -> int:
         return _specificity(self.gpu, self.version, self.model, str(self.batch))
+
+    @property
+    def set_on(self) -> str:
+        """'torch 2.11': the backend version the floor was set on, as every verdict it judges names it; "" for a floor
+        of every version."""
+        return "" if self.version == "*" else f"{self.backend} {self.version.removesuffix('.*')}"
+
+    @property
+    def rank(self) -> tuple[tuple[int, ...], int]:
+        """Which of several floors for one row applies: the one set on the newest version, then the most specific."""
+        return release(self.version) or (), self.specificity
+
+
+def release(version: str) -> tuple[int, ...] | None:
+    """'2.11.*' -> (2, 11), '2.14.1+cu130' -> (2, 14, 1), '10.16.0.72' -> (10, 16, 0, 72): the numbered release a
+    version, or a floor's version glob, begins with; None for '*', '?' or ''."""
+    m = re.match(r"\d+(?:\.\d+)*", version)
+    return tuple(int(x) for x in m[0].split(".")) if m else None
 
 
 def _specificity(*fields: str) -> int:
@@ -190,6 +220,14 @@ class Verdict:
     judged_in: str = TIME
     confidence: float = CONFIDENCE
     shown: float = CONFIDENCE
+    set_on: str = ""  # the backend version the floor was set on (Floor.set_on); "" for a floor given as a number
+
+    @classmethod
+    def by(cls, reference: Measurement, candidate: Measurement, floor: Floor, confidence: float = CONFIDENCE,
+           shown: float = CONFIDENCE) -> Verdict:  # fmt: skip
+        """The verdict of `floor` on candidate's speedup over reference."""
+        return cls(reference, candidate, floor.min_speedup, floor.source, floor.judged_in, confidence, shown,
+                   floor.set_on)  # fmt: skip
 
     @property
     def speedup(self) -> float:
@@ -244,6 +282,7 @@ class Verdict:
             "judged_in": self.judged_in,
             "confidence": self.confidence,
             "shown": self.shown,
+            "set_on": self.set_on,
         }
 
     @classmethod
@@ -259,6 +298,7 @@ class Verdict:
             d.get("judged_in", TIME),
             d.get("confidence", CONFIDENCE),
             d.get("shown", CONFIDENCE),
+            d.get("set_on", ""),
         )
 
 
@@ -345,12 +385,18 @@ class FloorsFile:
         return cls(path, floors, tuple(_parse_accuracy(path, i, e) for i, e in enumerate(accuracy)))
 
     def find(self, *, gpu: str, backend: str, version: str, model: str, batch: int, precision: str) -> Floor | None:
-        hits = [
-            f
-            for f in self.floors
-            if f.matches(gpu=gpu, backend=backend, version=version, model=model, batch=batch, precision=precision)
-        ]
-        return max(hits, key=lambda f: f.specificity) if hits else None
+        """The floor that judges this row on `version`: of those that hold on it (Floor.holds_on), the one set on the
+        newest version, then the most specific."""
+        hits = [f for f in self.floors
+                if f.matches(gpu=gpu, backend=backend, model=model, batch=batch, precision=precision)
+                and f.holds_on(version)]  # fmt: skip
+        return max(hits, key=lambda f: f.rank) if hits else None
+
+    def covers(self, *, gpu: str, backend: str, version: str) -> bool:
+        """Whether any floor holds for this GPU and backend on `version`: a run that finds none is told how to make
+        them."""
+        return any(fnmatchcase(gpu.lower(), f.gpu.lower()) and f.backend == backend and f.holds_on(version)
+                   for f in self.floors)  # fmt: skip
 
     def find_accuracy(self, *, model: str, precision: str, via: str) -> AccuracyFloor | None:
         """The accuracy floor for `precision` on `model` measured `via` an engine or fake quantization: the most

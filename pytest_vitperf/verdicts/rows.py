@@ -48,6 +48,7 @@ class RowVerdict:
     judged: Interval | None = None
     level: float = CONFIDENCE
     source: str = ""
+    set_on: str = ""  # the backend version the floor was set on: "torch 2.11"
     reason: str = ""  # time and cycles judge the floor differently (clocks.disagreement)
     notes: tuple[str, ...] = ()  # "sequential", "noisy: CoV > 1.0%"
 
@@ -56,11 +57,13 @@ class RowVerdict:
         return (self.model, self.precision, self.batch, self.backend)
 
     def verdict_text(self) -> str:
-        """'pass (floor 1.11x)', 'no floor; noisy: CoV > 1.0%': the verdict as every output words it."""
+        """'pass (floor 1.11x, set on torch 2.11)', 'no floor; noisy: CoV > 1.0%': the verdict as every output words
+        it."""
         if self.floor is not None and self.outcome not in (REFERENCE_ROW, NO_REFERENCE, NO_FLOOR):
             word = {FAIL: "FAIL", INCONCLUSIVE: "inconclusive"}.get(self.outcome, "pass")
             unit = "" if self.judged_in == TIME else f", {self.judged_in}"
-            head = f"{word} (floor {self.floor:.2f}x{unit}{'; ' + self.reason if self.reason else ''})"
+            on = f", set on {self.set_on}" if self.set_on else ""
+            head = f"{word} (floor {self.floor:.2f}x{unit}{on}{'; ' + self.reason if self.reason else ''})"
         else:
             head = self.outcome
         return "; ".join([head, *self.notes])
@@ -112,7 +115,7 @@ def judge_row(m: Measurement, ref: Measurement | None, verdict: Verdict | None, 
         return row
     why = c.disagreement(verdict.floor, ref.spec.precision, s.precision) if c and verdict.judged_in == TIME else None
     return replace(row, outcome=verdict.outcome, floor=verdict.floor, judged_in=verdict.judged_in,
-                   judged=verdict.judged, level=verdict.confidence, source=verdict.source,
+                   judged=verdict.judged, level=verdict.confidence, source=verdict.source, set_on=verdict.set_on,
                    reason=why or "")  # fmt: skip
 
 
@@ -146,4 +149,4 @@ def verdicts_from_floors(measurements: Iterable[Measurement], floors: FloorsFile
         if floor is not None and ref is not None and s.precision != REFERENCE:
             found.append((ref, m, floor))
     level = family_wise(confidence, max(1, len(found)) * looks)
-    return {m.spec.key: Verdict(ref, m, f.min_speedup, f.source, f.judged_in, level, confidence) for ref, m, f in found}
+    return {m.spec.key: Verdict.by(ref, m, f, level, confidence) for ref, m, f in found}

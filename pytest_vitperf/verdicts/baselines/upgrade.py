@@ -41,6 +41,7 @@ class Row:
     new_speedup: float | None
     floor: float | None
     floor_source: str = ""
+    floor_set_on: str = ""  # "tensorrt 10.14": a floor carried from an earlier version says so
 
     @property
     def floor_failed(self) -> bool:
@@ -157,16 +158,16 @@ def build_report(
                 uuid = after.runs[-1].gpu_uuid if after.runs else ""
                 comparison = compare(before, after.value, current_mhz=after.stats.get("sm_mhz"), gpu_uuid=uuid,
                                      threshold=threshold, threshold_only=True)  # fmt: skip
-            floor, source = None, ""
+            floor, source, set_on = None, "", ""
             if p != REFERENCE:
                 if floor_overrides and p in floor_overrides:
                     floor, source = floor_overrides[p], "--floor"
                 elif floors is not None:
                     f = floors.find(gpu=gpu_name, backend=backend, version=new, model=model, batch=batch, precision=p)
                     if f is not None:
-                        floor, source = f.min_speedup, f.source or str(floors.path)
+                        floor, source, set_on = f.min_speedup, f.source or str(floors.path), f.set_on
             speedups = _speedup(by_version[old], p), _speedup(by_version[new], p)
-            group.rows.append(Row(p, before, after, comparison, *speedups, floor, source))
+            group.rows.append(Row(p, before, after, comparison, *speedups, floor, source, set_on))
         report_groups.append(group)
     _settle(report_groups)
     return UpgradeReport(backend, old, new, gpu_name, report_groups, threshold)
@@ -235,19 +236,20 @@ def render_markdown(r: UpgradeReport) -> str:
                 if row.new_speedup is not None and row.old_speedup is not None
                 else "-"
             )
+            on = f", set on {row.floor_set_on}" if row.floor_set_on else ""
             if row.floor is None:
                 verdict = "no floor"
             elif row.new_speedup is None:
                 verdict = "not measured"
             elif row.floor_failed:
-                verdict = f"FAIL: {row.new_speedup:.2f}x < {row.floor:.2f}x ({row.floor_source})"
+                verdict = f"FAIL: {row.new_speedup:.2f}x < {row.floor:.2f}x{on} ({row.floor_source})"
                 if ref is not None and ref.comparison and row.comparison:
                     verdict += (
                         f"; {REFERENCE} latency {ref.comparison.delta:+.1%}, "
                         f"{row.precision} latency {row.comparison.delta:+.1%}"
                     )
             else:
-                verdict = f"pass (≥ {row.floor:.2f}x)"
+                verdict = f"pass (≥ {row.floor:.2f}x{on})"
             floor = _x(row.floor)
             lines.append(
                 f"| {row.precision} | {_x(row.old_speedup)} | {_x(row.new_speedup)} | {d} | {floor} | {verdict} |"

@@ -1,0 +1,114 @@
+"""Floors that travel: a floor set on a backend version holds for every later version until floors of that version
+exist, the newest set wins, and every output of a verdict says which version set its floor: the summary, report.md,
+the run's JSON and the store."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pytest_vitperf.verdicts.floors import Floor, FloorsFile, release
+from tests.conftest import FAST
+from tests.test_baselines_workflow import CONFTEST
+
+ROW = {"gpu": "NVIDIA H100 80GB HBM3", "backend": "torch", "model": "vit_base_patch16_224", "batch": 64,
+       "precision": "fp8"}  # fmt: skip
+
+
+def _file(tmp_path: Path, *entries: dict) -> FloorsFile:
+    path = tmp_path / "floors.json"
+    path.write_text(json.dumps({"schema": 1, "floors": list(entries)}))
+    return FloorsFile.load(path)
+
+
+def _entry(version: str, min_speedup: float, **other: object) -> dict:
+    return {**ROW, "version": version, "min_speedup": min_speedup, **other}
+
+
+def test_a_floor_set_on_an_earlier_version_judges_a_later_one(tmp_path: Path) -> None:
+    floors = _file(tmp_path, _entry("2.11.*", 1.12))
+    found = floors.find(**ROW, version="2.14.1+cu130")
+    assert found is not None and found.min_speedup == 1.12 and found.set_on == "torch 2.11"
+    assert floors.find(**ROW, version="2.11.0") == found
+    assert floors.find(**ROW, version="2.10.2") is None  # set on a later version: it says nothing of an earlier one
+    assert floors.find(**ROW, version="?") is None and floors.find(**ROW, version="") is None
+    assert floors.covers(gpu=ROW["gpu"], backend="torch", version="2.14.1")
+    assert not floors.covers(gpu="NVIDIA A100-SXM4-80GB", backend="torch", version="2.14.1")
+    assert not floors.covers(gpu=ROW["gpu"], backend="tensorrt", version="10.16.0")
+
+
+def test_the_floor_of_the_newest_version_that_has_one_takes_precedence(tmp_path: Path) -> None:
+    floors = _file(tmp_path, _entry("2.11.*", 1.12), _entry("2.13.*", 1.15), _entry("2.16.*", 1.2),
+                   {**_entry("*", 1.01), "model": "*"})  # fmt: skip
+    on = {v: floors.find(**ROW, version=v) for v in ("2.10.0", "2.11.3", "2.12.0", "2.13.0", "2.14.1", "2.16.0")}
+    assert {v: f.set_on if f else None for v, f in on.items()} == {
+        "2.10.0": "", "2.11.3": "torch 2.11", "2.12.0": "torch 2.11", "2.13.0": "torch 2.13",
+        "2.14.1": "torch 2.13", "2.16.0": "torch 2.16"}  # fmt: skip
+
+
+def test_the_releases_of_versions_and_globs() -> None:
+    assert release("2.11.*") == (2, 11) and release("2.14.1+cu130") == (2, 14, 1)
+    assert release("10.16.0.72") == (10, 16, 0, 72) and release("2.6.0a0+ecf3bae") == (2, 6, 0)
+    assert release("*") is None and release("?") is None and release("") is None
+    assert Floor("*", "tensorrt", "fp8", 1.1, version="10.14.1").set_on == "tensorrt 10.14.1"
+
+
+_VERSIONS = st.tuples(st.integers(1, 3), st.integers(0, 20))
+
+
+@settings(max_examples=200, deadline=None)
+@given(set_on=st.lists(_VERSIONS, min_size=1, max_size=6, unique=True), run=_VERSIONS, patch=st.integers(0, 9))
+def test_the_floor_that_judges_is_set_on_the_newest_version_not_after_the_run(
+    tmp_path_factory: pytest.TempPathFactory, set_on: list[tuple[int, int]], run: tuple[int, int], patch: int
+) -> None:
+    floors = _file(tmp_path_factory.mktemp("f"), *(_entry(f"{a}.{b}.*", 1 + (a * 100 + b) / 1e4) for a, b in set_on))
+    found = floors.find(**ROW, version=f"{run[0]}.{run[1]}.{patch}")
+    earlier = [v for v in set_on if v <= run]
+    assert (found is None) == (not earlier)
+    if found is not None:
+        assert found.set_on == "torch {}.{}".format(*max(earlier))
+
+
+def _earlier(version: str) -> str:
+    """A minor version three before the one running: 2.11.* where torch 2.14.1 runs."""
+    major, minor = release(version)[:2]  # type: ignore[index]
+    return f"{major}.{max(0, minor - 3)}.*"
+
+
+def test_a_run_on_a_later_version_applies_the_earlier_floors_and_every_output_names_them(
+    suite: pytest.Pytester,
+) -> None:
+    """A run on today's torch against a file that holds only an earlier torch's floors: each floor applies, and its
+    verdict names the version that set it in the summary, report.md, the run's JSON and the store."""
+    import torch
+
+    suite.makeconftest(CONFTEST)  # every engine's cost a sleep: the flow is tested here, not the host's free CPU
+    earlier = _earlier(torch.__version__)
+    on = f"torch {earlier.removesuffix('.*')}"
+    entry = {"gpu": "*", "backend": "torch", "version": earlier, "precision": "fp32", "min_speedup": 0.01}
+    floors = suite.path / "floors.json"
+    floors.write_text(json.dumps({"schema": 1, "floors": [entry]}))
+    run, store, report = suite.path / "run.json", suite.path / "store.db", suite.path / "report"
+    result = suite.runpytest(*FAST, "--vitperf-precisions=fp32,fp16", f"--vitperf-floors={floors}",
+                             f"--benchmark-json={run}", f"--vitperf-store={store}", f"--vitperf-report={report}")  # fmt: skip
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines([f"test_vit * fp32 * pass (floor 0.01x, set on {on})*"])
+    assert f"pass (floor 0.01x, set on {on})" in (report / "report.md").read_text()
+    rows = json.loads(run.read_text())["machine_info"]["vitperf"]["results"]["rows"]
+    assert {r["precision"]: r["set_on"] for r in rows} == {"fp16": "", "fp32": on}
+    with sqlite3.connect(store) as db:
+        stored = dict(db.execute("SELECT precision, floor_set_on FROM rows"))
+    assert stored == {"fp16": None, "fp32": on}
+
+    # Floors of a later version than the earlier one, still not after the run's: they take precedence.
+    later = _earlier(torch.__version__).replace(".*", "")
+    major, minor = release(later)  # type: ignore[misc]
+    newer = f"{major}.{minor + 1}.*"
+    floors.write_text(json.dumps({"schema": 1, "floors": [entry, {**entry, "version": newer, "min_speedup": 0.02}]}))
+    again = suite.runpytest(*FAST, "--vitperf-precisions=fp32,fp16", f"--vitperf-floors={floors}")
+    again.stdout.fnmatch_lines([f"test_vit * fp32 * pass (floor 0.02x, set on torch {newer.removesuffix('.*')})*"])
