@@ -94,8 +94,8 @@ def test_a_run_on_a_later_version_applies_the_earlier_floors_and_every_output_na
     floors = suite.path / "floors.json"
     floors.write_text(json.dumps({"schema": 1, "floors": [entry]}))
     run, store, report = suite.path / "run.json", suite.path / "store.db", suite.path / "report"
-    result = suite.runpytest(*FAST, "--vitperf-precisions=fp32,fp16", f"--vitperf-floors={floors}",
-                             f"--benchmark-json={run}", f"--vitperf-store={store}", f"--vitperf-report={report}")  # fmt: skip
+    outputs = (f"--benchmark-json={run}", f"--vitperf-store={store}", f"--vitperf-report={report}")
+    result = suite.runpytest(*FAST, "--vitperf-precisions=fp32,fp16", f"--vitperf-floors={floors}", *outputs)
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines([f"test_vit * fp32 * pass (floor 0.01x, set on {on})*"])
     assert f"pass (floor 0.01x, set on {on})" in (report / "report.md").read_text()
