@@ -5,11 +5,14 @@ not believe it refreshed them."""
 from __future__ import annotations
 
 import json
+import shlex
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pytest_vitperf import options as o
 from pytest_vitperf.results import decided
 from pytest_vitperf.session import VitperfSession
 
@@ -266,7 +269,7 @@ def delay_banner(session: VitperfSession) -> list[str]:
 
 def header(config: pytest.Config, session: VitperfSession) -> list[str]:
     """The header's lines but the delay banner: the device, backend and versions, the models, why the backend cannot
-    run, and the cache's parts moved aside."""
+    run, the command that makes floors where none holds for this GPU, and the cache's parts moved aside."""
     from pytest_vitperf.engines.models.zoo import weights_note
     from pytest_vitperf.hookspec import registered_models
     from pytest_vitperf.measure.env import header_line
@@ -274,9 +277,44 @@ def header(config: pytest.Config, session: VitperfSession) -> list[str]:
     backend = session.backend
     lines = [header_line(session.device, backend.name, backend.version()),
              f"vitperf: models: {weights_note(session.models, session.settings.weights, registered_models(config))}"]
+    if session.backend_choice:
+        lines.append(f"vitperf: backend: {session.backend_choice}")
     if session.backend_reason:
         lines.append(f"vitperf: backend {backend.name} cannot run here: {session.backend_reason}")
+    if (missing := session.floors_missing([_folder(a) for a in config.args] or [Path()])):
+        suite = selection(config)
+        out = _near(config, str(missing))
+        command = " ".join(["vitperf floors make --out", shlex.quote(out), "--", *map(shlex.quote, suite)])
+        lines.append(f"vitperf: no speedup floors for {session.device.name} with {backend.name} {backend.version()} "
+                     f"in {out}, so no row can fail one; make them on this GPU in 3 fresh runs: {command}")
     return [*lines, *(f"vitperf: {note}" for note in session.cache_notes)]
+
+
+# The options that choose what a run measures: `vitperf floors make`, named in the header, measures the same.
+_CHOOSING = (o.MODELS, o.BATCH_SIZES, o.PRECISIONS_OPT, o.BACKEND, o.WEIGHTS, o.COMPILE, o.FLOORS)
+
+
+def selection(config: pytest.Config) -> list[str]:
+    """The run's test paths (a folder that holds the latency suite stands for it: floors judge its rows alone), then
+    the options it was given that chose what it measures."""
+    paths = [_near(config, str(Path(a) / o.LATENCY_SUITE) if (Path(a) / o.LATENCY_SUITE).is_file() else a)
+             for a in config.args]  # fmt: skip
+    words, chosen = list(config.invocation_params.args), []
+    for i, word in enumerate(words):
+        if word.split("=", 1)[0] in _CHOOSING:
+            chosen += [word] if "=" in word else words[i : i + 2]
+    return [*paths, *chosen]
+
+
+def _near(config: pytest.Config, path: str) -> str:
+    """A path as the user would type it where the run was started: relative to that folder where it lies inside."""
+    p, here = Path(path), config.invocation_params.dir
+    return str(p.relative_to(here)) if p.is_absolute() and p.is_relative_to(here) else path
+
+
+def _folder(arg: str) -> Path:
+    path = Path(arg.split("::")[0])
+    return path if path.is_dir() else path.parent
 
 
 def tail(tr: Any, session: VitperfSession) -> None:

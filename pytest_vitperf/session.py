@@ -23,7 +23,7 @@ from pytest_vitperf.measure.rounds import CPU_WARMUP_MS, GPU_WARMUP_MS, MAX_LOOK
 from pytest_vitperf.measure.timing import Laps
 from pytest_vitperf.options.resolve import run_defaults
 from pytest_vitperf.verdicts.baselines.gate import Outcome, Write
-from pytest_vitperf.verdicts.floors import FLOORS_FILE, Floor, FloorsFile, Verdict
+from pytest_vitperf.verdicts.floors import FLOORS_FILE, Floor, FloorsFile, FloorsFileError, Verdict
 from pytest_vitperf.verdicts.stats import family_wise
 from pytest_vitperf.workers import Placement, WorkerRecord, pin_gpu, visible_gpus, worker_index
 
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     import torch
 
     from pytest_vitperf.core.settings import Settings
-    from pytest_vitperf.engines.backends import Backend, Engine
+    from pytest_vitperf.engines.backends import Backend, Choice, Engine
     from pytest_vitperf.measure.env import Device
     from pytest_vitperf.store.baselines import BaselineKey, BaselineStorage
     from pytest_vitperf.verdicts.accuracy import OutputError, TaskAccuracy
@@ -61,7 +61,7 @@ class VitperfSession:
         self.prepare_steps = Laps()  # where preparing engines went: copying the model, then the backend's steps
         self._priors: dict[tuple[str, str, str, str], Prior | None] = {}
         self._engines: dict[tuple[str, str, int, str, int], Engine] = {}  # (model, precision, batch, backend, build)
-        self._other_backends: dict[str, tuple[Backend, str | None]] = {}
+        self._other_backends: dict[str, Choice] = {}
         self._models: dict[str, tuple[Any, tuple[object, ...]]] = {}  # name -> (model, the hooks it was built with)
         self._prepare_s: dict[tuple[str, str, int, str], float] = {}  # model build + backend prepare (compile included)
         self._references: dict[tuple[str, int], torch.Tensor] = {}  # (model, batch) -> FP32 output, on the host
@@ -109,7 +109,7 @@ class VitperfSession:
         return device
 
     @cached_property
-    def _backend(self) -> tuple[Backend, str | None]:
+    def _backend(self) -> Choice:
         from pytest_vitperf.engines.backends import select_backend
         from pytest_vitperf.hookspec import hook_maker
 
@@ -135,9 +135,17 @@ class VitperfSession:
 
     @property
     def backend_reason(self) -> str | None:
-        return self._backend[1]
+        return self._backend.reason
 
-    def other_backend(self, name: str) -> tuple[Backend, str | None]:
+    @property
+    def backend_choice(self) -> str:
+        """Why the run has its backend: auto's reason ("" where one was named), or what was named and never ran."""
+        from pytest_vitperf.engines.backends import never_timed
+
+        named = never_timed(self.backend.name) if self.settings.backend != "auto" else None
+        return self._backend.why or named or ""
+
+    def other_backend(self, name: str) -> Choice:
         """A backend besides the run's own, by name, and why it cannot run here: for a test that holds two paths to
         one number against each other (suites/test_backend_agreement.py)."""
         if name == self.backend.name:
@@ -182,7 +190,7 @@ class VitperfSession:
 
     def skip_reason(self, precision: str, backend: str | None = None) -> str | None:
         """Why `precision` cannot be measured here (by `backend`, else the run's), or None; nothing is built."""
-        chosen, reason = self.other_backend(backend) if backend is not None else self._backend
+        chosen, reason, _ = self.other_backend(backend) if backend is not None else self._backend
         if reason is not None:
             return reason
         return unsupported_reason(precision, self.device) or chosen.precision_reason(precision)
@@ -315,11 +323,30 @@ class VitperfSession:
 
     def floor_for(self, test_dir: Path, model: str, precision: str, batch: int) -> Floor | None:
         floors = self.floors_file(test_dir)
-        backend = getattr(self.backend, "floors_as", self.backend.name)  # trtexec times TensorRT's engines
         if floors is None:
             return None
-        return floors.find(gpu=self.device.name, backend=backend, version=self.backend.version() or "", model=model,
-                           batch=batch, precision=precision)  # fmt: skip
+        return floors.find(gpu=self.device.name, backend=self._floors_backend, version=self.backend.version() or "",
+                           model=model, batch=batch, precision=precision)  # fmt: skip
+
+    @property
+    def _floors_backend(self) -> str:
+        return getattr(self.backend, "floors_as", self.backend.name)  # trtexec times TensorRT's engines
+
+    def floors_missing(self, test_dirs: list[Path]) -> Path | None:
+        """The floors file a run of tests in `test_dirs` reads where none holds a floor for this GPU, backend and
+        version; None on a CPU, where one holds, or where a file cannot be read (the tests that ask say so)."""
+        if self.device.sm is None:
+            return None
+        for folder in test_dirs:
+            try:
+                floors = self.floors_file(folder)
+            except FloorsFileError:
+                return None
+            version = self.backend.version() or ""
+            if floors is not None and floors.covers(gpu=self.device.name, backend=self._floors_backend,
+                                                    version=version):  # fmt: skip
+                return None
+        return self.settings.floors or test_dirs[0] / FLOORS_FILE
 
     # -- baselines ------------------------------------------------------------------------------
     @cached_property

@@ -13,6 +13,9 @@ def test_capabilities_prints_the_matrix(capsys: pytest.CaptureFixture[str]) -> N
     assert out[0].split() == ["precision", "GPU", "needs", "backends"]
     nvfp4 = next(line for line in out if line.startswith("nvfp4"))
     assert "Blackwell sm_100/sm_103/sm_110/sm_120/sm_121" in nvfp4 and "tensorrt, tensorrt-rtx" in nvfp4
+    # Each backend and the record of it timing engines on a GPU, or "never".
+    assert next(line for line in out if line.startswith("tensorrt ")).split() == ["tensorrt", "never"]
+    assert next(line for line in out if line.startswith("torch ")).split()[1].startswith("docs/measurements/")
 
 
 def test_env_prints_the_header_and_why_a_backend_cannot_run(capsys: pytest.CaptureFixture[str]) -> None:
@@ -20,6 +23,10 @@ def test_env_prints_the_header_and_why_a_backend_cannot_run(capsys: pytest.Captu
     out = capsys.readouterr().out
     assert out.startswith("vitperf: CPU ") and "backend tensorrt" in out
     assert "backend tensorrt cannot run here: tensorrt is not installed" in out
+    assert "backend: tensorrt has never timed an engine on a GPU in this project's records" in out
+    assert main(["env"]) == 0
+    assert "backend: auto took torch, the first backend here that this project has timed engines with on a GPU" in (
+        capsys.readouterr().out)
 
 
 def test_env_says_what_a_run_here_would_skip_and_a_dependency_not_installed(

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from pytest_vitperf.cli import main
 from pytest_vitperf.cli.floors import _merge
-from pytest_vitperf.verdicts.floors import FloorsFile, FloorsFileError, suggest
+from pytest_vitperf.verdicts.floor_rules import suggest
+from pytest_vitperf.verdicts.floors import FloorsFile, FloorsFileError
 from pytest_vitperf.verdicts.stats import Interval
 from tests.conftest import FAST, with_ready_engines
 from tests.test_baselines_workflow import CONFTEST

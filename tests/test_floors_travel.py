@@ -112,3 +112,76 @@ def test_a_run_on_a_later_version_applies_the_earlier_floors_and_every_output_na
     floors.write_text(json.dumps({"schema": 1, "floors": [entry, {**entry, "version": newer, "min_speedup": 0.02}]}))
     again = suite.runpytest(*FAST, "--vitperf-precisions=fp32,fp16", f"--vitperf-floors={floors}")
     again.stdout.fnmatch_lines([f"test_vit * fp32 * pass (floor 0.02x, set on torch {newer.removesuffix('.*')})*"])
+
+
+def test_floors_make_runs_fresh_processes_and_the_next_run_applies_their_floors(
+    suite: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`vitperf floors make`: three fresh runs, each in an empty cache folder of its own, into the floors file the
+    suite reads (floors.json beside it); the next plain run judges with them and passes."""
+    from pytest_vitperf.cli import main
+
+    suite.makeconftest(CONFTEST)
+    selection = ["test_vit_latency.py", *FAST, "--vitperf-precisions=fp32,fp16", "--vitperf-rounds=4"]
+    work = suite.path / "work"
+    assert main(["floors", "make", "--runs", "3", "--false-alarm", "1%", "--work-dir", str(work), "--quiet", "--",
+                 *selection]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert out.count("== run ") == 3 and "--vitperf-first-look=0" in out
+    assert sorted(p.name for p in work.iterdir()) == ["cache1", "cache2", "cache3", "run1.json", "run2.json",
+                                                      "run3.json"]  # fmt: skip
+    assert "wrote 1 floor(s) to floors.json" in out
+    assert "the next run reads them from floors.json: pytest --gpu-bench test_vit_latency.py" in out
+    (entry,) = json.loads((suite.path / "floors.json").read_text())["floors"]
+    assert entry["precision"] == "fp32" and len(entry["provenance"]["intervals"]) == 3
+    assert entry["min_speedup"] <= min(low for low, _ in entry["provenance"]["intervals"])
+    assert entry["provenance"]["command"].startswith("vitperf floors make --runs 3 --false-alarm 0.01 -- ")
+    result = suite.runpytest(*selection)
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines([f"test_vit * fp32 * pass (floor {entry['min_speedup']:.2f}x, set on torch *)*"])
+
+
+def test_floors_make_refuses_too_few_runs_and_a_broken_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pytest_vitperf.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["floors", "make", "--runs", "2"]) == 2
+    assert "needs 3 runs or more: vitperf floors make --runs 3 -- suites/test_vit_latency.py" in capsys.readouterr().err
+    broken = tmp_path / "floors.json"
+    broken.write_text('{"schema": 1, "floors": [')
+    assert main(["floors", "make", "--out", str(broken)]) == 2
+    assert "floors.json: is not valid JSON" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["floors", "make", "--false-alarm", "60%"])
+    assert "is not a rate between 0 and 50%" in capsys.readouterr().err
+
+
+A100 = """
+import pytest
+from pytest_vitperf.fixtures import get_session
+from pytest_vitperf.measure.env import Device
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config):
+    # The header's floors line names this GPU: no test here touches it.
+    get_session(config).__dict__["device"] = Device("NVIDIA A100-SXM4-80GB", sm=80)
+"""
+
+
+def test_a_gpu_without_floors_is_told_the_command_that_makes_them(suite: pytest.Pytester) -> None:
+    suite.makeconftest(A100)
+    result = suite.runpytest("--gpu-bench", "--collect-only", "--vitperf-models=vit_tiny_patch16_224", "-p",
+                             "no:cacheprovider")  # fmt: skip
+    result.stdout.fnmatch_lines(["vitperf: backend: auto took torch, the first backend here that this project has "
+                                 "timed engines with on a GPU*",
+                                 "vitperf: no speedup floors for NVIDIA A100-SXM4-80GB with torch * in "
+                                 "*floors.json, so no row can fail one; make them on this GPU in 3 fresh runs: "
+                                 "vitperf floors make --out *floors.json -- * --vitperf-models=vit_tiny_patch16_224"])
+    floors = suite.path / "floors.json"
+    floors.write_text(json.dumps({"schema": 1, "floors": [{"gpu": "NVIDIA A100*", "backend": "torch",
+                                                           "version": "1.0.*", "precision": "fp8",
+                                                           "min_speedup": 1.1}]}))  # fmt: skip
+    covered = suite.runpytest("--gpu-bench", "--collect-only", "-p", "no:cacheprovider")
+    assert "no speedup floors" not in covered.stdout.str()

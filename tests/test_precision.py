@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -106,9 +107,27 @@ def test_unknown_precision_lists_valid_ones() -> None:
 
 
 def test_auto_backend_falls_back_to_torch_and_explicit_ones_say_why() -> None:
-    backend, reason = select_backend("auto", CPU)
+    backend, reason, _ = select_backend("auto", CPU)
     assert backend.name == "torch" and reason is None
-    _, reason = select_backend("tensorrt-rtx", H100)
+    _, reason, _ = select_backend("tensorrt-rtx", H100)
     assert reason is not None and ("sm_90" in reason or "not installed" in reason)
-    _, reason = select_backend("tensorrt", CPU)
+    _, reason, _ = select_backend("tensorrt", CPU)
     assert reason is not None
+
+
+def test_auto_passes_by_a_backend_never_seen_to_time_an_engine_and_says_so() -> None:
+    """tensorrt-rtx imports here (the dev extra) and, on an sm_120 board, could run: auto still takes torch, the one
+    backend this project's records saw time engines on a GPU, and names what it passed by."""
+    from pytest_vitperf.engines.backends import TIMED_ON_GPU, never_timed
+
+    blackwell = Device("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", sm=120)
+    rtx_runs = select_backend("tensorrt-rtx", blackwell).reason is None
+    backend, reason, why = select_backend("auto", blackwell)
+    assert backend.name == "torch" and reason is None and why.startswith("auto took torch")
+    assert ("passed by tensorrt-rtx" in why) == rtx_runs and ("--vitperf-backend tensorrt-rtx" in why) == rtx_runs
+    assert set(TIMED_ON_GPU) == {"torch"} and never_timed("torch") is None
+    assert never_timed("tensorrt") == ("tensorrt has never timed an engine on a GPU in this project's records "
+                                       "(docs/backends.md)")  # fmt: skip
+    assert never_timed("my-backend") is None  # a conftest.py's own backend is its author's to vouch for
+    for record in TIMED_ON_GPU.values():
+        assert (Path(__file__).parents[1] / record).is_file()

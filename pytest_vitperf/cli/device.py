@@ -15,19 +15,29 @@ from pytest_vitperf.report.tables import table
 def _capabilities(args: argparse.Namespace) -> int:
     from pytest_vitperf.core.precision import matrix_rows
 
+    from pytest_vitperf.engines.backends import BUILTIN, TIMED_ON_GPU
+
     for line in table(("precision", "GPU", "needs", "backends"), matrix_rows()):
         print(line)
+    print()
+    rows = [(name, TIMED_ON_GPU.get(name, "never")) for name in BUILTIN]
+    for line in table(("backend", "timed engines on a GPU in this project's records"), rows):
+        print(line)
+    print("auto takes the first backend that runs here and has such a record; name another to use it; what each has "
+          "and has not done: docs/backends.md")
     return 0
 
 
 def _env(args: argparse.Namespace) -> int:
-    from pytest_vitperf.engines.backends import select_backend
+    from pytest_vitperf.engines.backends import never_timed, select_backend
     from pytest_vitperf.measure.clocks import NvmlProbe, reason_names
     from pytest_vitperf.measure.env import header_line, probe_device
 
     device = probe_device(0)
-    backend, reason = select_backend(args.backend, device)
+    backend, reason, auto = select_backend(args.backend, device)
     print(header_line(device, backend.name, backend.version()))
+    if said := auto or never_timed(backend.name):
+        print(f"backend: {said}")
     probe = NvmlProbe.open(device.index) if device.sm is not None else None
     if probe is not None:
         facts, now = probe.facts(), probe.read(0)

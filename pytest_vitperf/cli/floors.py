@@ -11,13 +11,22 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shlex
+import subprocess
 import sys
+import tempfile
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_vitperf.cli import argtypes
+from pytest_vitperf.options.parsers import parse_threshold
 from pytest_vitperf.report.tables import table
+
+if TYPE_CHECKING:
+    from pytest_vitperf.verdicts.floor_rules import Suggestion
+    from pytest_vitperf.verdicts.stats import Interval
 
 UNITS = ("auto", "time", "cycles")
 
@@ -87,31 +96,41 @@ def _unit(by_unit: dict[str, list[Any]], asked: str) -> str:
 
 
 def _suggest(args: argparse.Namespace) -> int:
-    from pytest_vitperf.verdicts.floors import FloorsFile, suggest
+    from pytest_vitperf.verdicts.floor_rules import suggest
+    from pytest_vitperf.verdicts.floors import FloorsFile
 
     if args.out is not None and args.out.exists():
         FloorsFile.load(args.out)  # a broken file is refused before any work, and never overwritten
-    found, early, one_compile = _intervals(args.runs, args.confidence)
-    if not found:
-        print("vitperf floors suggest: no speedup with an interval in these runs; measure in rounds with: "
-              "pytest --gpu-bench suites/ --benchmark-json run.json", file=sys.stderr)  # fmt: skip
-        return 1
-    if early:
-        print(f"vitperf floors suggest: {', '.join(early)} ended at the early look, on fewer rounds: their intervals "
-              "are wider than all the rounds would make them, and a floor is told from the change asked for less "
-              "often; measure again with: pytest --gpu-bench suites/ --vitperf-first-look 0 --benchmark-json run.json",
-              file=sys.stderr)  # fmt: skip
-    if one_compile:
-        print(f"vitperf floors suggest: {', '.join(one_compile)} ran the same compiled engines in every run, so the "
-              "runs' spread holds no compile draw; where compiles time their kernels (the default on a GPU), give "
-              "each run an empty cache folder of its own: pytest --gpu-bench suites/test_vit_latency.py "
-              "--vitperf-first-look 0 --vitperf-cache-dir c1 --benchmark-json run1.json", file=sys.stderr)  # fmt: skip
-    runs = [_run_facts(p) for p in args.runs]
     # The whole command, so that an entry can be made again as it was.
     command = " ".join(["vitperf floors suggest", f"--regression {args.regression:g}", f"--unit {args.unit}",
                         f"--confidence {args.confidence:g}"]
                        + ([f"--precisions {','.join(args.precisions)}"] if args.precisions else [])
                        + [str(p) for p in args.runs])  # fmt: skip
+    rule = (f"midway between the lowest lower bound and what a {args.regression:.0%} slower candidate would read at "
+            "most")  # fmt: skip
+    return _write_floors(args, args.runs, command, lambda intervals: suggest(intervals, args.regression), rule)
+
+
+def _write_floors(args: argparse.Namespace, paths: list[Path], command: str,
+                  rule: Callable[[list[Interval]], Suggestion], said: str) -> int:  # fmt: skip
+    """The floors `rule` draws from the runs' intervals: a table of them, merged into --out where there is one."""
+    verb = f"vitperf floors {args.verb}"
+    found, early, one_compile = _intervals(paths, args.confidence)
+    if not found:
+        print(f"{verb}: no speedup with an interval in these runs; measure in rounds with: "
+              "pytest --gpu-bench suites/ --benchmark-json run.json", file=sys.stderr)  # fmt: skip
+        return 1
+    if early:
+        print(f"{verb}: {', '.join(early)} ended at the early look, on fewer rounds: their intervals "
+              "are wider than all the rounds would make them, and a floor is told from the change asked for less "
+              "often; measure again with: pytest --gpu-bench suites/ --vitperf-first-look 0 --benchmark-json run.json",
+              file=sys.stderr)  # fmt: skip
+    if one_compile:
+        print(f"{verb}: {', '.join(one_compile)} ran the same compiled engines in every run, so the "
+              "runs' spread holds no compile draw; where compiles time their kernels (the default on a GPU), give "
+              "each run an empty cache folder of its own: pytest --gpu-bench suites/test_vit_latency.py "
+              "--vitperf-first-look 0 --vitperf-cache-dir c1 --benchmark-json run1.json", file=sys.stderr)  # fmt: skip
+    runs = [_run_facts(p) for p in paths]
     entries, rows = [], []
     for key, by_unit in sorted(found.items(), key=str):
         gpu, backend, version, model, batch, precision = key
@@ -121,10 +140,11 @@ def _suggest(args: argparse.Namespace) -> int:
         intervals = by_unit.get(unit, [])
         if not intervals:
             continue
-        s = suggest(intervals, args.regression)
+        s = rule(intervals)
         seen = f"{s.lowest:.3f}-{s.highest:.3f}x"
         rows.append((gpu, model, precision, str(batch), unit, str(len(intervals)), seen,
-                     f"{s.floor:.3f}x" if s.floor is not None else f"none: {s.why}"))  # fmt: skip
+                     f"{s.floor:.3f}x" if s.floor is not None else f"none: {s.why}",
+                     f"{s.regression:.1%}" if s.floor is not None else "-"))  # fmt: skip
         if s.floor is None:
             continue
         entries.append({
@@ -135,16 +155,81 @@ def _suggest(args: argparse.Namespace) -> int:
                 "command": command,
                 "runs": runs,
                 "intervals": [[round(i.low, 4), round(i.high, 4)] for i in intervals],
-                "rule": f"midway between the lowest lower bound and what a {s.regression:.0%} slower candidate "
-                        "would read at most",
+                "rule": said,
             },
         })  # fmt: skip
-    for line in table(("gpu", "model", "precision", "batch", "unit", "runs", "intervals", "floor"), rows):
+    for line in table(("gpu", "model", "precision", "batch", "unit", "runs", "intervals", "floor", "catches"), rows):
         print(line)
+    print("catches: the slowdown at which a run at the runs' mean would have its whole interval below the floor")
     if args.out is not None and entries:
         _merge(args.out, entries)
         print(f"wrote {len(entries)} floor(s) to {args.out}")
     return 0
+
+
+def _read_by(pytest_args: list[str]) -> Path:
+    """The floors file a run with these arguments reads: --vitperf-floors's, else floors.json beside the first test
+    path given (suites/ or suites/test_vit_latency.py: suites/floors.json), else in this folder."""
+    from pytest_vitperf.options import FLOORS
+    from pytest_vitperf.verdicts.floors import FLOORS_FILE
+
+    for i, a in enumerate(pytest_args):
+        if a.startswith(f"{FLOORS}="):
+            return Path(a.split("=", 1)[1])
+        if a == FLOORS and i + 1 < len(pytest_args):
+            return Path(pytest_args[i + 1])
+    paths = [Path(a.split("::")[0]) for a in pytest_args if not a.startswith("-")]
+    folder = next((p if p.is_dir() else p.parent for p in paths if p.exists()), Path())
+    return folder / FLOORS_FILE
+
+
+def _make(args: argparse.Namespace) -> int:
+    """`vitperf floors make`: the suite in --runs fresh processes, each compiling in an empty cache folder of its
+    own and measuring every round (no early look), then a floor per row at --false-alarm, into the file the suite
+    reads."""
+    from pytest_vitperf.core import processes
+    from pytest_vitperf.options import LATENCY_SUITE
+    from pytest_vitperf.verdicts.floor_rules import MIN_RUNS, at_false_alarm
+    from pytest_vitperf.verdicts.floors import FloorsFile
+
+    suite = args.pytest_args or [str(Path("suites") / LATENCY_SUITE)]
+    args.out = args.out or _read_by(suite)
+    if args.runs < MIN_RUNS:
+        print(f"vitperf floors make: a spread between processes needs {MIN_RUNS} runs or more: vitperf floors make "
+              f"--runs {MIN_RUNS} -- {' '.join(suite)}", file=sys.stderr)  # fmt: skip
+        return 2
+    if args.out.exists():
+        FloorsFile.load(args.out)  # a broken file is refused before an hour of runs, and never overwritten
+    work = args.work_dir or Path(tempfile.mkdtemp(prefix="vitperf-floors-"))
+    again = "vitperf floors make " + " ".join(shlex.quote(a) for a in sys.argv[3:])
+    paths = []
+    try:
+        with processes.interruptible():
+            for k in range(1, args.runs + 1):
+                path = work / f"run{k}.json"
+                path.unlink(missing_ok=True)
+                cmd = [sys.executable, "-m", "pytest", "--gpu-bench", "-p", "no:cacheprovider", *suite,
+                       "--vitperf-first-look=0", f"--vitperf-cache-dir={work / f'cache{k}'}",
+                       f"--benchmark-json={path}"]  # fmt: skip
+                print(f"== run {k} of {args.runs}: $ " + " ".join(shlex.quote(c) for c in cmd[1:]), flush=True)
+                done = processes.run(cmd, stdout=subprocess.PIPE if args.quiet else None)
+                if not path.exists():
+                    print(f"vitperf floors make: run {k} exited {done.returncode} and wrote no results; fix it, then "
+                          f"run again: {again}", file=sys.stderr)  # fmt: skip
+                    return 1
+                paths.append(path)
+    except processes.Interrupted as exc:
+        print(f"vitperf floors make: {exc}, and every process it started has ended; nothing was written to "
+              f"{args.out}. Run again: {again}", file=sys.stderr)  # fmt: skip
+        return exc.code
+    command = f"vitperf floors make --runs {args.runs} --false-alarm {args.false_alarm:g} -- {' '.join(suite)}"
+    said = (f"the lower {1 - args.false_alarm:.0%} prediction bound of a new run's estimate from {args.runs} fresh "
+            "processes (Student's t), at most the lowest lower bound")  # fmt: skip
+    code = _write_floors(args, paths, command, lambda intervals: at_false_alarm(intervals, args.false_alarm), said)
+    if code == 0:
+        print(f"the next run reads them from {args.out}: pytest --gpu-bench {' '.join(suite)}"
+              + ("" if args.out == _read_by(suite) else f" --vitperf-floors {args.out}"))
+    return code
 
 
 def _key(e: dict[str, Any]) -> tuple[Any, ...]:
@@ -202,6 +287,13 @@ def _merge(path: Path, entries: list[dict[str, Any]]) -> None:
     FloorsFile.load(path)
 
 
+def _rate(text: str) -> float:
+    rate = parse_threshold(text)
+    if not 0 < rate < 0.5:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a rate between 0 and 50%, such as 5% or 0.01")
+    return rate
+
+
 def _confidence(text: str) -> float:
     from pytest_vitperf.options.parsers import parse_confidence
 
@@ -214,9 +306,25 @@ def add(sub: Any) -> None:
     verbs = floors.add_subparsers(dest="verb", required=True)
     sug = verbs.add_parser("suggest", help="floor entries, with provenance, from the speedup intervals of runs")
     sug.add_argument("runs", nargs="+", type=Path, help="--benchmark-json files of runs made on this GPU")
-    sug.add_argument("--regression", type=float, default=0.05, help="the slowdown a floor must catch (0.05)")
+    sug.add_argument("--regression", type=parse_threshold, default=0.05,
+                     help="the slowdown a floor must catch (5%%)")
     sug.add_argument("--unit", choices=UNITS, default="auto", help="judge in time, cycles, or the steadier (auto)")
     sug.add_argument("--confidence", type=_confidence, default=0.95, help="of the runs' intervals (0.95)")
     sug.add_argument("--precisions", type=argtypes.precisions, help="only these, comma-separated (all)")
     sug.add_argument("--out", type=Path, help="merge the entries into this floors file (created if absent)")
     sug.set_defaults(func=_suggest)
+
+    make = verbs.add_parser("make", help="run the suite in fresh processes on this GPU and write its floors, at a "
+                            "false-alarm rate: what a GPU without floors needs")  # fmt: skip
+    make.add_argument("--runs", type=int, default=3, help="fresh processes, each compiling its own engines (3)")
+    make.add_argument("--false-alarm", type=_rate, default=0.05, metavar="RATE",
+                      help="the most often a run of unchanged engines fails a floor (5%%)")
+    make.add_argument("--unit", choices=UNITS, default="auto", help="judge in time, cycles, or the steadier (auto)")
+    make.add_argument("--confidence", type=_confidence, default=0.95, help="of the runs' intervals (95%%)")
+    make.add_argument("--out", type=Path, help="the floors file to merge into (default: the one the suite reads, "
+                      "floors.json beside it, or --vitperf-floors's)")  # fmt: skip
+    make.add_argument("--work-dir", type=Path, help="each run's cache folder and JSON (default: a new temp folder)")
+    make.add_argument("--quiet", action="store_true", help="keep each run's output to itself")
+    make.add_argument("pytest_args", nargs="*", help="after --: the suite and its options (default: "
+                      "suites/test_vit_latency.py)")  # fmt: skip
+    make.set_defaults(func=_make, precisions=None)

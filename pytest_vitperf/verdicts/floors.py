@@ -91,13 +91,8 @@ class Floor:
 
     def matches(self, *, gpu: str, backend: str, model: str, batch: int, precision: str) -> bool:
         """Whether the floor is for this GPU, backend, model, batch and precision, at some version."""
-        return (
-            fnmatchcase(gpu.lower(), self.gpu.lower())
-            and backend == self.backend
-            and fnmatchcase(model, self.model)
-            and (self.batch == "*" or self.batch == batch)
-            and precision == self.precision
-        )
+        return (fnmatchcase(gpu.lower(), self.gpu.lower()) and fnmatchcase(model, self.model)
+                and (backend, precision) == (self.backend, self.precision) and self.batch in ("*", batch))  # fmt: skip
 
     def holds_on(self, version: str) -> bool:
         """Whether the floor holds on `version`: its glob matches it, or it was set on an earlier release."""
@@ -112,8 +107,7 @@ class Floor:
 
     @property
     def set_on(self) -> str:
-        """'torch 2.11': the backend version the floor was set on, as every verdict it judges names it; "" for a floor
-        of every version."""
+        """'torch 2.11': the backend version the floor was set on, as its verdicts name it; "" for every version."""
         return "" if self.version == "*" else f"{self.backend} {self.version.removesuffix('.*')}"
 
     @property
@@ -385,16 +379,14 @@ class FloorsFile:
         return cls(path, floors, tuple(_parse_accuracy(path, i, e) for i, e in enumerate(accuracy)))
 
     def find(self, *, gpu: str, backend: str, version: str, model: str, batch: int, precision: str) -> Floor | None:
-        """The floor that judges this row on `version`: of those that hold on it (Floor.holds_on), the one set on the
-        newest version, then the most specific."""
+        """The floor that judges this row on `version`: of those that hold on it, the newest set, the most specific."""
         hits = [f for f in self.floors
                 if f.matches(gpu=gpu, backend=backend, model=model, batch=batch, precision=precision)
                 and f.holds_on(version)]  # fmt: skip
         return max(hits, key=lambda f: f.rank) if hits else None
 
     def covers(self, *, gpu: str, backend: str, version: str) -> bool:
-        """Whether any floor holds for this GPU and backend on `version`: a run that finds none is told how to make
-        them."""
+        """Whether any floor holds for this GPU and backend on `version` (a run without is told how to make them)."""
         return any(fnmatchcase(gpu.lower(), f.gpu.lower()) and f.backend == backend and f.holds_on(version)
                    for f in self.floors)  # fmt: skip
 
@@ -404,35 +396,3 @@ class FloorsFile:
         hits = [f for f in self.accuracy if f.precision == precision and fnmatchcase(model, f.model)
                 and f.via in ("*", via)]  # fmt: skip
         return max(hits, key=lambda f: _specificity(f.model, f.via)) if hits else None
-
-
-@dataclass(frozen=True)
-class Suggestion:
-    """A floor that the intervals of several runs support: `floor` None when no floor tells a `regression` of the
-    candidate from the spread those runs show (`why` says so)."""
-
-    floor: float | None
-    lowest: float  # the lowest lower bound among the runs
-    highest: float  # the highest upper bound among the runs
-    regression: float  # the slowdown of the candidate the floor must catch: 0.05 for 5%
-    why: str = ""
-
-
-def suggest(intervals: list[Interval], regression: float = 0.05) -> Suggestion:
-    """A floor between what the runs showed and what a `regression` would show: every run's interval lies above it
-    (no run would have failed), and a run slowed by `regression` would have its whole interval below it, were its
-    interval as high as the highest seen. It sits midway (in log space) between the lowest lower bound and the highest
-    upper bound divided by 1 + regression; if those cross, the runs' spread hides such a regression and no floor
-    is suggested."""
-    lowest = min(i.low for i in intervals)
-    highest = max(i.high for i in intervals)
-    caught = highest / (1 + regression)  # the top of a regressed run's interval
-    if caught >= lowest:
-        why = (
-            f"the runs' intervals reach down to {lowest:.3f}x, and a {regression:.0%} slower candidate could still "
-            f"read up to {caught:.3f}x: a floor cannot tell them apart. Where one run's interval is wide, add rounds "
-            f"(--vitperf-rounds); where the runs disagree, ask for a larger change: "
-            f"vitperf floors suggest --regression {2 * regression:g} RUN.json ..."
-        )
-        return Suggestion(None, lowest, highest, regression, why)
-    return Suggestion(math.sqrt(lowest * caught), lowest, highest, regression)

@@ -4,7 +4,7 @@ hookspec.py) and the choice of backend for a run."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from pytest_vitperf.engines.backends.base import Backend, Engine, SelfTimed, VitperfError
 from pytest_vitperf.engines.backends.tensorrt import TensorRTBackend, TensorRTRTXBackend
@@ -14,10 +14,11 @@ from pytest_vitperf.engines.backends.trtexec import TrtexecBackend, TrtexecRTXBa
 if TYPE_CHECKING:
     from pytest_vitperf.measure.env import Device
 
-__all__ = ["BUILTIN", "Backend", "Engine", "SelfTimed", "VitperfError", "get_backend", "select_backend"]
+__all__ = ["BUILTIN", "Backend", "Choice", "Engine", "SelfTimed", "VitperfError", "get_backend", "never_timed",
+           "select_backend"]
 
-# In order of preference for --vitperf-backend auto, which stops at torch: the trtexec ones run only when named, as
-# a second path to the number the Python API gives.
+# In order of preference for --vitperf-backend auto, which stops at torch and passes by those never seen to time an
+# engine on a GPU (TIMED_ON_GPU): the trtexec ones run only when named, as a second path to the Python API's number.
 BUILTIN: dict[str, Callable[[], Backend]] = {
     "tensorrt": TensorRTBackend,
     "tensorrt-rtx": TensorRTRTXBackend,
@@ -35,22 +36,53 @@ def get_backend(name: str) -> Backend:
         raise ValueError(f"unknown backend {name!r}; valid: {', '.join(BUILTIN)}") from None
 
 
+# The project's own record of each built-in backend timing engines on a GPU. One without a record has never done so
+# here: `auto` passes it by, and a run that names it says so (docs/backends.md).
+TIMED_ON_GPU = {"torch": "docs/measurements/2026-11-22-h100-main-job-cold-and-warm.md"}
+
+
+def never_timed(name: str) -> str | None:
+    """Why a built-in backend's numbers are not yet to be trusted, or None (one a conftest.py adds is its own)."""
+    if name in BUILTIN and name not in TIMED_ON_GPU:
+        return f"{name} has never timed an engine on a GPU in this project's records (docs/backends.md)"
+    return None
+
+
+class Choice(NamedTuple):
+    """The run's backend, why it cannot run here (None when it can), and why `auto` took it ("" when named)."""
+
+    backend: Backend
+    reason: str | None
+    why: str = ""
+
+
 def select_backend(
     name: str,
     device: Device,
     make: Callable[[str], Backend] = get_backend,
     names: Sequence[str] = tuple(BUILTIN),
-) -> tuple[Backend, str | None]:
-    """The backend to use and why it cannot run here (None when it can).
+) -> Choice:
+    """The backend to use, why it cannot run here, and why auto took it.
 
-    `auto` picks the first of `names` that can run on `device`; torch always can.
+    `auto` takes the first of `names` that can run on `device` and that has timed engines on a GPU in this project's
+    records (TIMED_ON_GPU); torch always can. A backend that runs here but has never been seen to time an engine is
+    passed by, and the choice says so: a gate must not rest on numbers nobody has checked.
     """
     if name != "auto":
         backend = make(name)
-        return backend, backend.unavailable_reason(device)
+        return Choice(backend, backend.unavailable_reason(device))
+    passed = []
     for candidate in names:
         backend = make(candidate)
-        if backend.unavailable_reason(device) is None:
-            return backend, None
+        if backend.unavailable_reason(device) is not None:
+            continue
+        if never_timed(candidate):
+            passed.append(f"{candidate} {backend.version() or ''}".strip())
+            continue
+        why = f"auto took {candidate}, the first backend here that this project has timed engines with on a GPU"
+        if passed:
+            why += (f"; it passed by {', '.join(passed)}, which can run here but never timed an engine on a GPU in "
+                    f"this project's records: name one to use it, e.g. --vitperf-backend {passed[0].split()[0]}")
+        return Choice(backend, None, why)
     backend = make("torch")
-    return backend, backend.unavailable_reason(device)
+    return Choice(backend, backend.unavailable_reason(device), "auto took torch")
