@@ -14,7 +14,6 @@ from pytest_vitperf.report.tables import table
 
 def _capabilities(args: argparse.Namespace) -> int:
     from pytest_vitperf.core.precision import matrix_rows
-
     from pytest_vitperf.engines.backends import BUILTIN, TIMED_ON_GPU
 
     for line in table(("precision", "GPU", "needs", "backends"), matrix_rows()):
