@@ -413,7 +413,7 @@ def test_import_trtexec_command_writes_a_baseline_with_samples(tmp_path: Path) -
         str(DATA / "trtexec_times.json"),
         "--version",
         "10.14.1",
-        "--gpu",
+        "--gpu-model",
         "NVIDIA H100 80GB HBM3",
     ]
     args += ["--model", "vit_base_patch16_224", "--precision", "fp8", "--batch", "64", "--baseline-dir", str(tmp_path)]
@@ -426,7 +426,7 @@ def test_import_trtexec_command_writes_a_baseline_with_samples(tmp_path: Path) -
 def test_import_trtexec_refuses_a_truncated_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     f = tmp_path / "cut.json"
     f.write_text((DATA / "trtexec_times.json").read_text()[:300])
-    args = ["import-trtexec", str(f), "--version", "1", "--gpu", "g", "--model", "m", "--precision", "fp16"]
+    args = ["import-trtexec", str(f), "--version", "1", "--gpu-model", "g", "--model", "m", "--precision", "fp16"]
     assert main([*args, "--baseline-dir", str(tmp_path / "bl")]) == 2
     assert "is not valid JSON" in capsys.readouterr().err and not (tmp_path / "bl").exists()
 

@@ -74,3 +74,70 @@ def test_show_of_an_empty_folder_says_so_and_fails(tmp_path: Path, capsys: pytes
     assert main(["show", str(tmp_path)]) == 1
     captured = capsys.readouterr()
     assert f"no baselines under {tmp_path}" in captured.err and captured.out == ""
+
+
+def _every_action() -> list[tuple[str, object]]:
+    import argparse
+
+    from pytest_vitperf.cli import build_parser
+
+    out = []
+
+    def walk(parser: argparse.ArgumentParser, name: str) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for verb, sub in action.choices.items():
+                    walk(sub, f"{name} {verb}")
+            elif not isinstance(action, (argparse._HelpAction, argparse._VersionAction)):
+                out.append((f"{name} {'/'.join(action.option_strings) or action.dest}", action))
+    walk(build_parser(), "vitperf")
+    return out
+
+
+def test_every_option_of_every_command_has_help() -> None:
+    actions = _every_action()
+    assert len(actions) > 80
+    assert [name for name, action in actions if not getattr(action, "help", None)] == []
+
+
+def test_one_name_one_meaning_and_percentages_wherever_a_threshold_is_taken(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """--gpu is a CUDA index (vitperf ab); a GPU model is --gpu-model; a delay is --inject-delay; every threshold,
+    rate and tolerance takes 5% as it takes 0.05."""
+    names = {name.split()[-1]: name for name, _ in _every_action()}
+    assert "--gpu" in names and "--gpu-model" in names and "--inject-delay" in names and "--inject" not in names
+    gpu = [name for name, _ in _every_action() if name.endswith(" --gpu")]
+    assert gpu == ["vitperf ab --gpu"]
+    from pytest_vitperf.cli import build_parser
+
+    parser = build_parser()
+    for argv, dest in ((["compare", "--from", "t/1", "--to", "t/2", "--threshold", "5%"], "threshold"),
+                       (["floors", "suggest", "r.json", "--regression", "10%"], "regression"),
+                       (["floors", "make", "--false-alarm", "1%"], "false_alarm"),
+                       (["calibrate", "--false-alarm", "5%"], "false_alarm"),
+                       (["selfcheck", "--tolerance", "2%"], "tolerance"),
+                       (["ab", "--a", "x", "--b", "y", "--threshold", "0.75%", "--confidence", "95%"], "threshold")):
+        value = getattr(parser.parse_args(argv), dest)
+        assert value == pytest.approx(float(argv[-1].rstrip("%")) / 100 if dest != "threshold" or argv[0] != "ab"
+                                      else 0.0075), argv  # fmt: skip
+
+
+def test_vitperf_version_prints_the_installed_version(capsys: pytest.CaptureFixture[str]) -> None:
+    import re
+
+    from pytest_vitperf import __version__
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0 and capsys.readouterr().out == f"vitperf (pytest-vitperf) {__version__}\n"
+    pyproject = (Path(__file__).parents[1] / "pyproject.toml").read_text()
+    assert re.search(r'^version = "(.*)"$', pyproject, re.M)[1] == __version__  # type: ignore[index]
+
+
+def test_vitperf_ab_help_lists_its_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["ab", "--help"])
+    out = capsys.readouterr().out
+    codes = out[out.index("exit codes:") :]
+    assert [line.split()[0] for line in codes.splitlines()[1:] if line[2:3].isdigit()] == ["0", "1", "2", "3", "130"]

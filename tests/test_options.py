@@ -462,3 +462,71 @@ def test_a_waiting_process_imports_what_its_turn_would_first(suite: pytest.Pytes
     result.assert_outcomes(passed=1)
     assert not (suite.path / "late").exists(), (suite.path / "late").read_text()
     assert json.loads(out.read_text())["machine_info"]["cpu"]["arch"]
+
+
+def _documented_default(help_text: str, gpu: bool = False) -> str | None:
+    """The value an option's help gives after 'Default:', on a CPU or a GPU where it names both; None where it is
+    not a value (none, all, drawn per run)."""
+    import re
+
+    found = re.search(r"Default: (.*?)(?:\.$|\. |$)", help_text.replace("%%", "%"))
+    if found is None:
+        return None
+    text = found.group(1)
+    both = re.match(r"(\S+) on a GPU.*?, (\S+) on a CPU", text)
+    value = (both.group(1) if gpu else both.group(2)) if both else re.split(r"[ ,;(]", text)[0]
+    words = ("none", "all", "drawn", "its", "random", "off", "the", "floors.json", "baselines/")
+    return None if value in words else value
+
+
+def test_passing_a_documented_default_is_the_same_as_omitting_it(pytester: pytest.Pytester) -> None:
+    """Each option whose help names a default value: a run given that value resolves to what a run without the
+    option does, its device-dependent defaults (warm-up, models, batches) as the CPU session takes them."""
+    from dataclasses import asdict
+
+    from pytest_vitperf.options.resolve import settings_from_config
+    from pytest_vitperf.options.table import OPTIONS
+    from pytest_vitperf.session import VitperfSession
+
+    def effective(*args: str) -> dict:
+        session = VitperfSession(settings_from_config(pytester.parseconfig("--gpu-bench", *args)), None)
+        return {**asdict(session.settings), "warmup_ms": session.round_plan().warmup_ms, "models": session.models,
+                "batch_sizes": session.batch_sizes, "rootdir": None}  # fmt: skip
+
+    omitted = effective()
+    checked = []
+    for opt in OPTIONS:
+        value = _documented_default(opt.help)
+        if value is None:
+            continue
+        checked.append(opt.flag)
+        assert effective(f"{opt.flag}={value}") == omitted, f"{opt.flag}={value} is not the same as omitting it"
+    assert len(checked) >= 20, checked
+
+
+def test_the_options_only_vitperf_ab_gives_its_processes_are_not_in_pytest_help(pytester: pytest.Pytester) -> None:
+    from pytest_vitperf.options.table import CHILD_ONLY
+
+    text = pytester.runpytest("--help").stdout.str()
+    assert "--vitperf-rounds" in text and "--vitperf-shard" in text
+    assert [flag for flag in CHILD_ONLY if flag in text] == []
+    assert "vitperf_relay" not in text and len(CHILD_ONLY) == 5
+
+
+@pytest.mark.parametrize("given", [(), ("--vitperf-warmup-ms=4000",), ("--vitperf-warmup-ms=9000",)])
+def test_a_gpu_warm_up_ends_once_the_clock_is_settled_whether_its_length_was_given_or_not(
+    pytester: pytest.Pytester, given: tuple[str, ...]
+) -> None:
+    """--vitperf-warmup-ms is the longest warm-up: where NVML reads the SM clock, the early end applies as it does
+    by default, so passing the documented 4000 changes nothing; without NVML the whole warm-up runs."""
+    from pytest_vitperf.fixtures.family import _settled
+    from pytest_vitperf.measure.env import Device
+    from pytest_vitperf.options.resolve import settings_from_config
+    from pytest_vitperf.session import VitperfSession
+
+    session = VitperfSession(settings_from_config(pytester.parseconfig("--gpu-bench", *given)), None)
+    session.__dict__.update(device=Device("NVIDIA H100 80GB HBM3", sm=90), clock_facts={"max_sm_mhz": 1980},
+                            clock_probe=object())  # read only once the warm-up asks it  # fmt: skip
+    assert _settled(session) is not None
+    session.__dict__.update(clock_probe=None)
+    assert _settled(session) is None

@@ -6,11 +6,13 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from pytest_vitperf import __version__
 from pytest_vitperf.cli import ab, baselines, calibrate, device, engines, floors, merge
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vitperf", description="pytest-vitperf utilities")
+    parser.add_argument("--version", action="version", version=f"vitperf (pytest-vitperf) {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for group in (device, baselines, calibrate, ab, floors, engines, merge):
         group.add(sub)

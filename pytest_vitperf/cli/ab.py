@@ -7,8 +7,16 @@ from pathlib import Path
 from typing import Any
 
 from pytest_vitperf.cli import argtypes
-from pytest_vitperf.options.parsers import number, parse_threshold
-from pytest_vitperf.verdicts.ab import THRESHOLD
+from pytest_vitperf.options.parsers import number, parse_confidence, parse_threshold
+from pytest_vitperf.verdicts.ab import EXIT_SAME, EXIT_SLOWER, EXIT_UNKNOWN, THRESHOLD
+
+EXIT_CODES = f"""exit codes:
+  {EXIT_SAME}    every row SAME or FASTER: the candidate passes
+  {EXIT_SLOWER}    a row SLOWER: the candidate fails
+  2    no verdict: bad arguments, a side's process failed, a work folder held by another run, a store not written
+  {EXIT_UNKNOWN}    no row SLOWER, but a row UNKNOWN once the budget was spent: not passed; more rounds would tell
+       (--resume --work-dir DIR --budget-s MORE)
+  130  interrupted (143: terminated): the rounds done are kept; --resume continues"""
 
 
 def _ab(args: argparse.Namespace) -> int:
@@ -18,7 +26,8 @@ def _ab(args: argparse.Namespace) -> int:
 
 
 def add(sub: Any) -> None:
-    ab = sub.add_parser("ab", help="measure a candidate environment against the current one, alternating on one GPU")
+    ab = sub.add_parser("ab", help="measure a candidate environment against the current one, alternating on one GPU",
+                        epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     ab.add_argument("--a", required=True, help="the current environment: a venv, a python, or a command prefix")
     ab.add_argument("--b", required=True, help="the candidate, in the same forms")
     ab.add_argument("--rounds", type=int, help="rounds (pairs of processes) to run before --budget-s buys more "
@@ -28,7 +37,7 @@ def add(sub: Any) -> None:
                     "block of 4 rounds more if the seconds left pay for it at the last block's price a round, else 2 "
                     "if they pay for those; --rounds always run: a shorter budget is overrun (0: no more)")  # fmt: skip
     ab.add_argument("--threshold", type=parse_threshold, default=THRESHOLD, help="the practical threshold (0.75%%)")
-    ab.add_argument("--confidence", type=float, default=0.95,
+    ab.add_argument("--confidence", type=parse_confidence, default=0.95,
                     help="1 - the rate of wrong SLOWER or FASTER over the matrix, and of a row beyond the threshold "
                     "called SAME (0.95)")
     ab.add_argument("--gpu", help="the GPU both sides run on (CUDA_VISIBLE_DEVICES)")

@@ -11,12 +11,14 @@ from pathlib import Path
 from typing import Any
 
 from pytest_vitperf.cli import argtypes
+from pytest_vitperf.options.parsers import parse_threshold
 from pytest_vitperf.report.tables import table
 
 DEFAULT_BASELINES = Path("baselines")
 
 
 DEFAULT_FLOORS = Path("suites") / "floors.json"
+GPU_MODEL = "the GPU model: its name as the driver reports it ('NVIDIA H100 80GB HBM3') or its slug"
 
 
 def _compare(args: argparse.Namespace) -> int:
@@ -33,7 +35,7 @@ def _compare(args: argparse.Namespace) -> int:
         backend,
         old,
         new,
-        gpu=args.gpu,
+        gpu=args.gpu_model,
         floors=floors,
         floor_overrides=dict(args.floor),
         threshold=args.threshold,
@@ -52,7 +54,7 @@ def _import_trtexec(args: argparse.Namespace) -> int:
     from pytest_vitperf.verdicts.baselines.gate import to_baseline
 
     samples = read_compute_ms(args.file)
-    spec = Spec(args.model, args.precision, args.batch, args.backend, args.version, args.gpu, timer="trtexec")
+    spec = Spec(args.model, args.precision, args.batch, args.backend, args.version, args.gpu_model, timer="trtexec")
     m = Measurement(spec, tuple(samples))
     provenance = {"kind": "imported", "source": str(args.file), "tool": "trtexec --exportTimes"}
     b = to_baseline(m, {}, provenance)
@@ -133,13 +135,18 @@ def _history(args: argparse.Namespace) -> int:
 def add(sub: Any) -> None:
     """The baseline subcommands."""
     cmp = sub.add_parser("compare", help="report an upgrade: absolute latency and speedup over FP16, two versions")
-    cmp.add_argument("--from", dest="from_", required=True, type=argtypes.backend_version, metavar="BACKEND/VERSION")
-    cmp.add_argument("--to", required=True, type=argtypes.backend_version, metavar="BACKEND/VERSION")
-    cmp.add_argument("--gpu", help="GPU slug, when baselines exist for several")
-    cmp.add_argument("--baseline-dir", type=Path, default=DEFAULT_BASELINES)
-    cmp.add_argument("--floors", type=Path, default=DEFAULT_FLOORS, help="floors file judged on the --to version")
-    cmp.add_argument("--floor", action="append", type=argtypes.floor, default=[], metavar="PRECISION=SPEEDUP")
-    cmp.add_argument("--threshold", type=float, default=0.05, help="relative latency change that counts (0.05)")
+    cmp.add_argument("--from", dest="from_", required=True, type=argtypes.backend_version, metavar="BACKEND/VERSION",
+                     help="the current version's baselines, e.g. tensorrt/10.14.1")
+    cmp.add_argument("--to", required=True, type=argtypes.backend_version, metavar="BACKEND/VERSION",
+                     help="the candidate's, e.g. tensorrt/10.16.0")
+    cmp.add_argument("--gpu-model", metavar="NAME", help=GPU_MODEL + ", where both versions have baselines for several")
+    cmp.add_argument("--baseline-dir", type=Path, default=DEFAULT_BASELINES, help=f"({DEFAULT_BASELINES})")
+    cmp.add_argument("--floors", type=Path, default=DEFAULT_FLOORS,
+                     help=f"floors file judged on the --to version ({DEFAULT_FLOORS})")
+    cmp.add_argument("--floor", action="append", type=argtypes.floor, default=[], metavar="PRECISION=SPEEDUP",
+                     help="a floor for one precision over the floors file's, e.g. nvfp4=1.55; repeatable")
+    cmp.add_argument("--threshold", type=parse_threshold, default=0.05,
+                     help="the relative latency change that counts (5%%)")
     cmp.add_argument("--format", choices=("markdown", "json"), default="markdown",
                      help="markdown: a pull-request comment; json: a machine-readable verdict")  # fmt: skip
     cmp.add_argument("--out", help="also write the report here, in --format")
@@ -147,14 +154,14 @@ def add(sub: Any) -> None:
     cmp.set_defaults(func=_compare)
 
     imp = sub.add_parser("import-trtexec", help="store a trtexec --exportTimes trace as a baseline")
-    imp.add_argument("file", type=Path)
-    imp.add_argument("--backend", default="tensorrt")
-    imp.add_argument("--version", required=True)
-    imp.add_argument("--gpu", required=True, help="GPU name as the driver reports it, e.g. 'NVIDIA H100 80GB HBM3'")
-    imp.add_argument("--model", required=True)
-    imp.add_argument("--precision", required=True, type=argtypes.precision)
-    imp.add_argument("--batch", type=int, default=1)
-    imp.add_argument("--baseline-dir", type=Path, default=DEFAULT_BASELINES)
+    imp.add_argument("file", type=Path, help="the JSON that trtexec --exportTimes wrote")
+    imp.add_argument("--backend", default="tensorrt", help="the backend the baseline is kept under (tensorrt)")
+    imp.add_argument("--version", required=True, help="the TensorRT version that timed it, e.g. 10.16.0")
+    imp.add_argument("--gpu-model", required=True, metavar="NAME", help=GPU_MODEL)
+    imp.add_argument("--model", required=True, help="the model the engine was built from, e.g. vit_base_patch16_224")
+    imp.add_argument("--precision", required=True, type=argtypes.precision, help="the engine's precision, e.g. fp8")
+    imp.add_argument("--batch", type=int, default=1, help="the engine's batch (1)")
+    imp.add_argument("--baseline-dir", type=Path, default=DEFAULT_BASELINES, help=f"({DEFAULT_BASELINES})")
     imp.set_defaults(func=_import_trtexec)
 
     show = sub.add_parser("show", help="list baselines as a table")

@@ -5,7 +5,8 @@ median each, with the GPU's UUID, its clock and the date), and the gate judges t
 then on (verdicts/baselines/compare.py). With --store URL the runs go to a store instead, whose baselines are its
 runs (--vitperf-store-baselines): there every night's run adds to the spread as well.
 
-Then it prints each row's spread and the smallest slowdown the gate can see there, and, with --inject PRECISION=REL,
+Then it prints each row's spread and the smallest slowdown the gate can see there, and, with --inject-delay
+PRECISION=REL,
 gates one more process with a known delay on that precision and says whether it was caught.
 """
 
@@ -21,6 +22,7 @@ from typing import Any
 from pytest_vitperf.cli import argtypes
 from pytest_vitperf.cli.baselines import DEFAULT_BASELINES
 from pytest_vitperf.core import processes
+from pytest_vitperf.options.parsers import parse_threshold
 from pytest_vitperf.report.tables import table
 from pytest_vitperf.store.baselines import BaselineStorage
 from pytest_vitperf.verdicts.spreads import Prior
@@ -119,10 +121,10 @@ def _runs(args: argparse.Namespace, at: list[int]) -> int:
     for (folder, board), prior in priors.items():
         print(f"prior of {folder} on {board[:12] or 'an unrecorded board'}: "
               + ("none (fewer than 3 rows with a spread)" if prior is None else prior.text()))  # fmt: skip
-    if args.inject is None:
+    if args.inject_delay is None:
         return 0
     at[0] = args.runs + 1
-    precision, rel = args.inject
+    precision, rel = args.inject_delay
     print(f"== a known delay: {precision} +{rel:.0%}")
     done = _run(_pytest(args, f"--vitperf-inject-delay={precision}={rel}"), quiet=True)
     caught = [line for line in done.stdout.splitlines() if f" {precision} " in line and "regression" in line]
@@ -146,11 +148,14 @@ def _inject(text: str) -> tuple[str, float]:
 def add(sub: Any) -> None:
     cal = sub.add_parser("calibrate", help="measure the spread between fresh processes, stored beside the baselines")
     cal.add_argument("--runs", type=int, default=5, help="fresh processes to run (5)")
-    cal.add_argument("--baseline-dir", type=Path, default=DEFAULT_BASELINES)
+    cal.add_argument("--baseline-dir", type=Path, default=DEFAULT_BASELINES,
+                     help=f"the baselines that gain the runs ({DEFAULT_BASELINES})")
     cal.add_argument("--store", type=argtypes.store, metavar="URL",
                      help="record the runs in this store instead, and read its baselines (--vitperf-store-baselines)")
-    cal.add_argument("--false-alarm", type=float, default=0.05, help="as --vitperf-false-alarm (0.05)")
-    cal.add_argument("--inject", type=_inject, metavar="PRECISION=REL", help="then check a known delay is caught")
+    cal.add_argument("--false-alarm", type=parse_threshold, default=0.05, metavar="RATE",
+                     help="as --vitperf-false-alarm (5%%)")
+    cal.add_argument("--inject-delay", type=_inject, metavar="PRECISION=REL",
+                     help="then check that a known delay is caught, as --vitperf-inject-delay's: fp8=2%%")
     cal.add_argument("--quiet", action="store_true", help="keep each run's output to itself")
     cal.add_argument("pytest_args", nargs="*", help="after --: the suites and pytest options, e.g. -- suites/")
     cal.set_defaults(func=_calibrate)

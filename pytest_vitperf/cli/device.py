@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pytest_vitperf.cli import argtypes
+from pytest_vitperf.options.parsers import parse_threshold
 from pytest_vitperf.report.tables import table
 
 
@@ -154,8 +155,8 @@ def add(sub: Any) -> None:
     """The device subcommands."""
     sub.add_parser("capabilities", help="print the precision capability matrix").set_defaults(func=_capabilities)
     env = sub.add_parser("env", help="print the device, driver and versions a run would record, and what it would skip")
-    env.add_argument("--backend", default="auto",
-                     choices=("auto", "torch", "tensorrt", "tensorrt-rtx", "trtexec", "trtexec-rtx"))
+    env.add_argument("--backend", default="auto", choices=("auto", "torch", "tensorrt", "tensorrt-rtx", "trtexec",
+                     "trtexec-rtx"), help="as --vitperf-backend: the backend a run would use (auto)")
     env.set_defaults(func=_env)
 
     chk = sub.add_parser("selfcheck", help="does the plugin's timer agree with a plain loop on this machine?")
@@ -165,5 +166,6 @@ def add(sub: Any) -> None:
     chk.add_argument("--compile", choices=("auto", "off", "default"), default="off", help="torch.compile (off)")
     chk.add_argument("--rounds", type=int, default=10, help="alternating rounds of the two timers (10)")
     chk.add_argument("--slice-ms", type=float, default=300.0, help="each timer's time per round (300)")
-    chk.add_argument("--tolerance", type=float, default=0.02, help="how far from 1 the interval may reach (0.02)")
+    chk.add_argument("--tolerance", type=parse_threshold, default=0.02,
+                     help="how far from 1 the interval may reach (2%%)")
     chk.set_defaults(func=_selfcheck)

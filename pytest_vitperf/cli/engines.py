@@ -68,7 +68,7 @@ def add(sub: Any) -> None:
     exp = sub.add_parser("export", help="a zoo model through a precision recipe to ONNX, with what it quantizes")
     exp.add_argument("--model", required=True, type=argtypes.model, help="a zoo model, e.g. vit_base_patch16_224")
     exp.add_argument("--precision", required=True, action="append", type=argtypes.precision, help="repeatable")
-    exp.add_argument("--batch", type=int, default=1)
+    exp.add_argument("--batch", type=int, default=1, help="the batch the graph is exported for (1)")
     exp.add_argument("--out", type=Path, required=True, help="folder for <model>-<precision>-b<batch>.onnx")
     exp.add_argument("--cache-dir", type=Path, help="reuse and keep exports and calibrations here")
     exp.set_defaults(func=_export)

@@ -28,7 +28,7 @@ from pytest_vitperf.options import (
     _dest,
 )
 from pytest_vitperf.options.parsers import parse_bool
-from pytest_vitperf.options.table import FLAGS, OPTIONS
+from pytest_vitperf.options.table import CHILD_ONLY, FLAGS, OPTIONS
 
 _DEFAULTS = Settings()
 GPU_DEFAULTS = (("vit_base_patch16_224",), (1, 64))
@@ -68,6 +68,8 @@ def _resolve(
     cli = config.getoption(dest, default=None)
     if cli is not None:
         return _anchored(cli, config.invocation_params.dir) if is_path else cli
+    if flag in CHILD_ONLY:  # given on the command line by vitperf ab, or not at all
+        return default
     ini = ini or dest
     raw = config.getini(ini)
     if isinstance(raw, str) and raw.strip():

@@ -6,6 +6,7 @@ Kept free of heavy imports: `pytest --help` loads this module.
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -76,9 +77,9 @@ OPTIONS: tuple[_Option, ...] = (
         o.WARMUP_MS,
         number(float, 0, "number of ms"),
         "MS",
-        "warm-up time before sampling. Default: 4000 on a GPU (power-capped clocks take about 4 s "
-        "to settle), 200 on a CPU; by default a family's warm-up ends after 0.5 s where NVML shows the SM clock "
-        "at its top with nothing holding it back: a load below the power cap has nothing to settle to.",
+        "the longest warm-up before sampling: a family's ends after 0.5 s where NVML shows the SM clock at its top "
+        "with nothing holding it back (a load below the power cap has nothing to settle to; --no-vitperf-clocks: "
+        "all of it). Default: 4000 on a GPU (power-capped clocks take about 4 s to settle), 200 on a CPU.",
     ),
     _Option(o.DURATION_MS, number(float, 0, "number of ms"), "MS",
             "minimum sampling time per benchmark. Default: 3000."),
@@ -296,6 +297,10 @@ FLAGS = (
 )
 
 
+# Options that only `vitperf ab`'s own processes are given: registered, kept out of `pytest --help` and the ini file.
+CHILD_ONLY = (o.WAIT_FOR, o.TURN_DONE, o.RELAY, o.UNITS, o.BUILD_APART)
+
+
 def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("vitperf", "ViT precision benchmarks (pytest-vitperf)")
     group.addoption(
@@ -307,11 +312,17 @@ def add_options(parser: pytest.Parser) -> None:
     )
     parser.addini(o.GPU_BENCH_INI, "run benchmark tests, as --gpu-bench (true/false)", default="false")
     for opt in OPTIONS:
-        group.addoption(opt.flag, dest=opt.ini, type=opt.parse, metavar=opt.metavar, default=None, help=opt.help)
-        parser.addini(opt.ini, f"as {opt.flag}", default="")
+        shown = opt.flag not in CHILD_ONLY
+        group.addoption(opt.flag, dest=opt.ini, type=opt.parse, metavar=opt.metavar, default=None,
+                        help=opt.help if shown else argparse.SUPPRESS)  # fmt: skip
+        if shown:
+            parser.addini(opt.ini, f"as {opt.flag}", default="")
     for flag, text in FLAGS:
-        group.addoption(flag, dest=o._dest(flag), action="store_true", default=None, help=text)
-        parser.addini(o._dest(flag), f"as {flag} (true/false)", default="false")
+        shown = flag not in CHILD_ONLY
+        group.addoption(flag, dest=o._dest(flag), action="store_true", default=None,
+                        help=text if shown else argparse.SUPPRESS)  # fmt: skip
+        if shown:
+            parser.addini(o._dest(flag), f"as {flag} (true/false)", default="false")
     group.addoption(
         o.CUDA_GRAPH,
         dest=o._dest(o.CUDA_GRAPH),

@@ -112,7 +112,7 @@ def _select_gpu(storage_root_versions: dict[str, set[str]], gpu: str | None) -> 
     if len(common) != 1:
         raise UpgradeError(
             f"{'several' if common else 'no'} GPUs have baselines in both versions"
-            f"{': ' + ', '.join(sorted(common)) if common else ''}; choose one with --gpu SLUG"
+            f"{': ' + ', '.join(sorted(common)) if common else ''}; choose one with --gpu-model NAME"
         )
     return next(iter(common))
 
