@@ -290,8 +290,9 @@ def header(config: pytest.Config, session: VitperfSession) -> list[str]:
     return [*lines, *(f"vitperf: {note}" for note in session.cache_notes)]
 
 
-# The options that choose what a run measures: `vitperf floors make`, named in the header, measures the same.
-_CHOOSING = (o.MODELS, o.BATCH_SIZES, o.PRECISIONS_OPT, o.BACKEND, o.WEIGHTS, o.COMPILE, o.FLOORS)
+# The options that choose what a run measures, and over how many rounds and builds: `vitperf floors make`, named in
+# the header, measures the same.
+_CHOOSING = (o.MODELS, o.BATCH_SIZES, o.PRECISIONS_OPT, o.BACKEND, o.WEIGHTS, o.COMPILE, o.FLOORS, o.ROUNDS, o.BUILDS)
 
 
 def selection(config: pytest.Config) -> list[str]:
