@@ -270,6 +270,7 @@ def delay_banner(session: VitperfSession) -> list[str]:
 def header(config: pytest.Config, session: VitperfSession) -> list[str]:
     """The header's lines but the delay banner: the device, backend and versions, the models, why the backend cannot
     run, the command that makes floors where none holds for this GPU, and the cache's parts moved aside."""
+    from pytest_vitperf.engines.backends import never_timed
     from pytest_vitperf.engines.models.zoo import weights_note
     from pytest_vitperf.hookspec import registered_models
     from pytest_vitperf.measure.env import header_line
@@ -277,17 +278,36 @@ def header(config: pytest.Config, session: VitperfSession) -> list[str]:
     backend = session.backend
     lines = [header_line(session.device, backend.name, backend.version()),
              f"vitperf: models: {weights_note(session.models, session.settings.weights, registered_models(config))}"]
-    if session.backend_choice:
-        lines.append(f"vitperf: backend: {session.backend_choice}")
+    if why := session.backend_why or (never_timed(backend.name) if session.settings.backend != "auto" else None):
+        lines.append(f"vitperf: backend: {why}")
     if session.backend_reason:
         lines.append(f"vitperf: backend {backend.name} cannot run here: {session.backend_reason}")
-    if (missing := session.floors_missing([_folder(a) for a in config.args] or [Path()])):
+    if (missing := floors_missing(session, [_folder(a) for a in config.args] or [Path()])):
         suite = selection(config)
         out = _near(config, str(missing))
         command = " ".join(["vitperf floors make --out", shlex.quote(out), "--", *map(shlex.quote, suite)])
         lines.append(f"vitperf: no speedup floors for {session.device.name} with {backend.name} {backend.version()} "
                      f"in {out}, so no row can fail one; make them on this GPU in 3 fresh runs: {command}")
     return [*lines, *(f"vitperf: {note}" for note in session.cache_notes)]
+
+
+def floors_missing(session: VitperfSession, test_dirs: list[Path]) -> Path | None:
+    """The floors file a run of tests in `test_dirs` reads where none holds a floor for this GPU, backend and
+    version; None on a CPU, where one holds, or where a file cannot be read (the tests that ask say so)."""
+    from pytest_vitperf.verdicts.floors import FLOORS_FILE, FloorsFileError
+
+    if session.device.sm is None:
+        return None
+    version = session.backend.version() or ""
+    for folder in test_dirs:
+        try:
+            floors = session.floors_file(folder)
+        except FloorsFileError:
+            return None
+        if floors is not None and floors.covers(gpu=session.device.name, backend=session.floors_backend,
+                                                version=version):  # fmt: skip
+            return None
+    return session.settings.floors or test_dirs[0] / FLOORS_FILE
 
 
 # The options that choose what a run measures, and over how many rounds and builds: `vitperf floors make`, named in

@@ -23,7 +23,7 @@ from pytest_vitperf.measure.rounds import CPU_WARMUP_MS, GPU_WARMUP_MS, MAX_LOOK
 from pytest_vitperf.measure.timing import Laps
 from pytest_vitperf.options.resolve import run_defaults
 from pytest_vitperf.verdicts.baselines.gate import Outcome, Write
-from pytest_vitperf.verdicts.floors import FLOORS_FILE, Floor, FloorsFile, FloorsFileError, Verdict
+from pytest_vitperf.verdicts.floors import FLOORS_FILE, Floor, FloorsFile, Verdict
 from pytest_vitperf.verdicts.stats import family_wise
 from pytest_vitperf.workers import Placement, WorkerRecord, pin_gpu, visible_gpus, worker_index
 
@@ -138,12 +138,9 @@ class VitperfSession:
         return self._backend.reason
 
     @property
-    def backend_choice(self) -> str:
-        """Why the run has its backend: auto's reason ("" where one was named), or what was named and never ran."""
-        from pytest_vitperf.engines.backends import never_timed
-
-        named = never_timed(self.backend.name) if self.settings.backend != "auto" else None
-        return self._backend.why or named or ""
+    def backend_why(self) -> str:
+        """Why auto took the run's backend; "" where one was named."""
+        return self._backend.why
 
     def other_backend(self, name: str) -> Choice:
         """A backend besides the run's own, by name, and why it cannot run here: for a test that holds two paths to
@@ -325,28 +322,12 @@ class VitperfSession:
         floors = self.floors_file(test_dir)
         if floors is None:
             return None
-        return floors.find(gpu=self.device.name, backend=self._floors_backend, version=self.backend.version() or "",
+        return floors.find(gpu=self.device.name, backend=self.floors_backend, version=self.backend.version() or "",
                            model=model, batch=batch, precision=precision)  # fmt: skip
 
     @property
-    def _floors_backend(self) -> str:
+    def floors_backend(self) -> str:
         return getattr(self.backend, "floors_as", self.backend.name)  # trtexec times TensorRT's engines
-
-    def floors_missing(self, test_dirs: list[Path]) -> Path | None:
-        """The floors file a run of tests in `test_dirs` reads where none holds a floor for this GPU, backend and
-        version; None on a CPU, where one holds, or where a file cannot be read (the tests that ask say so)."""
-        if self.device.sm is None:
-            return None
-        for folder in test_dirs:
-            try:
-                floors = self.floors_file(folder)
-            except FloorsFileError:
-                return None
-            version = self.backend.version() or ""
-            if floors is not None and floors.covers(gpu=self.device.name, backend=self._floors_backend,
-                                                    version=version):  # fmt: skip
-                return None
-        return self.settings.floors or test_dirs[0] / FLOORS_FILE
 
     # -- baselines ------------------------------------------------------------------------------
     @cached_property

@@ -11,6 +11,7 @@ import copy
 import io
 import json
 import math
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -188,6 +189,18 @@ def test_weights_files(tmp_path: Path, data: bytes, suffix: str) -> None:
     from pytest_vitperf.engines.models.zoo import _load_state_dict
 
     _check(tmp_path, f"ckpt{suffix}", data, _load_state_dict, ValueError)
+
+
+def test_a_weights_archive_whose_end_record_claims_several_disks_is_one_line() -> None:
+    """Found by test_weights_files: zipfile.is_zipfile raises BadZipFile, not False, for an end record that claims a
+    multi-disk archive (one byte of it changed)."""
+    from pytest_vitperf.engines.models.zoo import weights_problem
+
+    at = len(WEIGHTS) - 22 - 20 + 4  # the ZIP64 end-of-archive locator's disk number
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "ckpt.pth"
+        path.write_bytes(WEIGHTS[:at] + bytes([2]) + WEIGHTS[at + 1 :])
+        assert weights_problem(path) == "is a damaged zip archive (zipfiles that span multiple disks are not supported)"
 
 
 @pytest.fixture(scope="module")

@@ -290,7 +290,11 @@ def weights_problem(path: Path) -> str | None:
             return f"is not a safetensors file ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
     import zipfile
 
-    if zipfile.is_zipfile(path) or head[:1] == b"\x80":
+    try:
+        archive = zipfile.is_zipfile(path)
+    except zipfile.BadZipFile as exc:  # is_zipfile raises, where an end record claims a multi-disk archive
+        return f"is a damaged zip archive ({exc})"
+    if archive or head[:1] == b"\x80":
         return None
     return "is neither .safetensors nor a torch.save file (a zip archive); save the state dict with either"
 
