@@ -10,8 +10,10 @@ import sys
 import pytest
 from hypothesis import HealthCheck, settings
 
-settings.register_profile("ci", max_examples=60, deadline=None)
-settings.register_profile("nightly", max_examples=5000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# `ci` (the default): hypothesis's 100 examples a test, and no deadline, since a loaded 2-core machine can take
+# seconds for one example; `nightly`: 5000 (pytest --hypothesis-profile=nightly tests/test_fuzz_files.py).
+settings.register_profile("ci", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("nightly", parent=settings.get_profile("ci"), max_examples=5000)
 settings.load_profile("ci")
 
 

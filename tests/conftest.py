@@ -7,15 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, settings
 
 pytest_plugins = ["pytester"]
-
-# Hypothesis profiles: `ci` (the default) has no deadline, since a loaded 2-core machine can take seconds for one
-# example; `nightly` runs 5000 examples a test (pytest --hypothesis-profile=nightly tests/test_fuzz_files.py).
-settings.register_profile("ci", deadline=None, suppress_health_check=[HealthCheck.too_slow])
-settings.register_profile("nightly", parent=settings.get_profile("ci"), max_examples=5000)
-settings.load_profile("ci")
 
 # The key that signs the compiled parts of the tests' cache folders (core/signing.py): the tests, and the processes
 # they start, never make a key file in the home folder. tests/test_signing.py sets its own.

@@ -28,7 +28,9 @@ def _compare(args: argparse.Namespace) -> int:
 
     (backend, old), (backend_to, new) = args.from_, args.to
     if backend != backend_to:
-        raise SystemExit(f"vitperf compare: --from and --to name different backends ({backend}, {backend_to})")
+        print(f"vitperf compare: --from and --to name different backends ({backend}, {backend_to}); compare one "
+              f"backend's versions: vitperf compare --from {backend}/{old} --to {backend}/{new}", file=sys.stderr)
+        return 2
     floors = FloorsFile.load(args.floors) if args.floors.exists() else None
     report = build_report(
         JsonDirStorage(args.baseline_dir),

@@ -43,6 +43,11 @@ class _Option:
     def ini(self) -> str:
         return o._dest(self.flag)
 
+    @property
+    def default(self) -> str:
+        """What the help gives after 'Default:': docs/options.md's default column holds the same."""
+        return self.help.rpartition("Default: ")[2].removesuffix(".").replace("%%", "%")
+
 
 OPTIONS: tuple[_Option, ...] = (
     _Option(
@@ -70,8 +75,8 @@ OPTIONS: tuple[_Option, ...] = (
         parse_weights,
         "LIST",
         "comma-separated MODEL=FILE (.safetensors, or a .pth holding a state dict) or MODEL=pretrained (timm's "
-        "weights, from the local Hugging Face cache; nothing is downloaded). Default: random weights from a fixed "
-        "seed.",
+        "weights, from the local Hugging Face cache; nothing is downloaded); without, random weights from a fixed seed. "
+        "Default: random.",
     ),
     _Option(
         o.WARMUP_MS,
@@ -79,7 +84,7 @@ OPTIONS: tuple[_Option, ...] = (
         "MS",
         "the longest warm-up before sampling: a family's ends after 0.5 s where NVML shows the SM clock at its top "
         "with nothing holding it back (a load below the power cap has nothing to settle to; --no-vitperf-clocks: "
-        "all of it). Default: 4000 on a GPU (power-capped clocks take about 4 s to settle), 200 on a CPU.",
+        "all of it). Power-capped clocks take about 4 s to settle. Default: 4000 on a GPU, 200 on a CPU.",
     ),
     _Option(o.DURATION_MS, number(float, 0, "number of ms"), "MS",
             "minimum sampling time per benchmark. Default: 3000."),
@@ -89,16 +94,16 @@ OPTIONS: tuple[_Option, ...] = (
         o.COMPILE,
         choice(o.COMPILE_MODES),
         "MODE",
-        "torch backend: torch.compile mode (auto, off, default, deterministic, max-autotune). Default: auto, which "
-        "compiles every precision in the default mode on a GPU (as a deployment runs fused kernels) and runs eagerly "
-        "on a CPU. deterministic: the default mode without the kernel choices Inductor makes by timing, which make "
-        "two compiles of one engine differ by several percent; vitperf ab compiles so.",
+        "torch backend: torch.compile mode (auto, off, default, deterministic, max-autotune). auto compiles every "
+        "precision in the default mode on a GPU (as a deployment runs fused kernels) and runs eagerly on a CPU. "
+        "deterministic: the default mode without the kernel choices Inductor makes by timing, which make two "
+        "compiles of one engine differ by several percent; vitperf ab compiles so. Default: auto.",
     ),
     _Option(o.CACHE_DIR, parse_path, "DIR",
-            "directory for engines and compile caches. Default: none (nothing written)."),
+            "directory for engines and compile caches; without it nothing is written. Default: none."),
     _Option(o.FLOORS, parse_path, "FILE", "speedup floors file. Default: floors.json beside the test module."),
-    _Option(o.BASELINE_DIR, parse_path, "DIR", "baselines folder (<backend>/<version>/<gpu>/<model>.json). Default: "
-            "baselines/ in the rootdir, if any."),
+    _Option(o.BASELINE_DIR, parse_path, "DIR", "baselines folder (<backend>/<version>/<gpu>/<model>.json), if there is one. "
+            "Default: baselines/ in the rootdir."),
     _Option(o.HISTORY, parse_path, "DIR", "append this run's medians to a history (<backend>/<version>/<gpu>/"
             "<model>.json, one run per entry), for `vitperf history DIR` to find steps across nightly runs. "
             "Default: none."),
@@ -125,25 +130,27 @@ OPTIONS: tuple[_Option, ...] = (
         parse_threshold,
         "REL",
         "the practical threshold: a change from the baseline smaller than this is never a regression or an "
-        "improvement, however clear (0.03 or 3%%). Per test: @pytest.mark.vitperf_threshold(0.10). Default: 0.03.",
+        "improvement, however clear (0.03 or 3%%). Per test: @pytest.mark.vitperf_threshold(0.10). Default: 3%%.",
     ),
     _Option(
         o.FALSE_ALARM,
         parse_threshold,
         "RATE",
         "the baseline gate's false-alarm rate: Benjamini-Hochberg holds the run's rows at this rate, so an "
-        "identical rerun flags anything at most this often (0.05 or 5%%). Default: 0.05.",
+        "identical rerun flags anything at most this often (0.05 or 5%%). Default: 5%%.",
     ),
     _Option(
         o.BOARD_SPREAD,
         parse_threshold,
         "REL",
         "the spread (sd of log latency) assumed between boards of one GPU model, added when a row's runs were made "
-        "on another board (its GPU UUID differs), where the row is judged in cycles. Default: 0.02, from two H100s.",
+        "on another board (its GPU UUID differs), where the row is judged in cycles; 2%% was seen between two H100s. "
+        "Default: 2%%.",
     ),
     _Option(o.MAX_NOISE, parse_threshold, "REL",
             "after the duration, keep sampling until the median's 95%% confidence half-width is at most this share of "
-            "the median (0.005 or 0.5%%), or until --vitperf-timeout-ms. Default: off (duration and iterations only)."),
+            "the median (0.005 or 0.5%%), or until --vitperf-timeout-ms; off: the duration and iterations only. "
+            "Default: off."),
     _Option(o.TIMEOUT_MS, number(float, 0, "number of ms"), "MS",
             "the longest sampling time per benchmark with --vitperf-max-noise. Default: 15000."),
     _Option(
@@ -152,7 +159,7 @@ OPTIONS: tuple[_Option, ...] = (
         "BOUNDS",
         "the accuracy suite's bounds for every precision of this run, over the registry's and the tests' markers: "
         "max_drop (points of top-1), min_agreement (share of images with FP32's top-1), min_cosine (of the logits); "
-        "e.g. max_drop=2,min_cosine=0.95.",
+        "e.g. max_drop=2,min_cosine=0.95. Default: the registry's.",
     ),
     _Option(
         o.ACCURACY_DATA,
@@ -160,14 +167,14 @@ OPTIONS: tuple[_Option, ...] = (
         "DIR",
         "the accuracy suite's own data: a folder with one sub-folder of labelled images per class (torchvision's "
         "ImageFolder layout, sorted in the head's class order), judged on the run's first model, which needs trained "
-        "weights (--vitperf-weights). 128 of the images calibrate its quantized engines. Default: the digits ViT.",
+        "weights (--vitperf-weights). 128 of the images calibrate its quantized engines. Default: the digits task.",
     ),
     _Option(
         o.NOISE,
         parse_threshold,
         "REL",
-        "coefficient of variation above which a measurement is flagged noisy (0.01 or 1%%). "
-        "Default: 1%%, trtexec's threshold for unstable timing.",
+        "coefficient of variation above which a measurement is flagged noisy (0.01 or 1%%), trtexec's threshold for "
+        "unstable timing. Default: 1%%.",
     ),
     _Option(
         o.ROUNDS,
@@ -220,17 +227,18 @@ OPTIONS: tuple[_Option, ...] = (
         "LEVEL",
         "confidence of the intervals shown (0.95 or 95%%); floors are judged at this level shared among all the "
         "floors and looks of the run (Bonferroni), so that this is the chance no floor is judged wrongly. "
-        "Default: 0.95.",
+        "Default: 95%%.",
     ),
     _Option(o.INCONCLUSIVE, choice(o.INCONCLUSIVE_OUTCOMES), "OUTCOME",
             "what a floor verdict that stays inconclusive (its interval straddles the floor once the rounds are "
             "spent) does to its test: warn (passes, with a warning in the summary), xfail, or fail. Default: warn."),
     _Option(o.SEED, number(int, 0, "whole number"), "N",
-            "the seed of the rounds' shuffled orders, to repeat a run's orders. Default: drawn per run and recorded."),
+            "the seed of the rounds' shuffled orders, to repeat a run's orders; without, one is drawn and recorded. "
+            "Default: drawn."),
     _Option(o.THREADS, number(int, 1, "whole number"), "N",
-            "CPU threads for this process and what it starts (torch, OpenMP, Inductor's compile workers). Default: "
+            "CPU threads for this process and what it starts (torch, OpenMP, Inductor's compile workers): by default "
             "its share of the host's cores by the GPUs it sees of the host's, divided among xdist workers on one "
-            "device, so that jobs side by side on one host do not oversubscribe it."),
+            "device, so that jobs side by side on one host do not oversubscribe it. Default: its share."),
     _Option(o.UNITS, parse_path, "FILE",
             "run only the tests of the units in FILE, one a line: a family (MODEL-bBATCH), another test's module or "
             f"class, or a node id (vitperf ab: a GPU's share, the open rows; read after {o.WAIT_FOR}). Default: all."),
@@ -253,8 +261,7 @@ OPTIONS: tuple[_Option, ...] = (
         "[MODEL:]PRECISION=REL,...",
         "the sensitivity self-test: add a GPU-side delay of REL of the engine's own time after every launch of "
         "PRECISION's engines (fp8=2%%), or of one model's (vit_large:fp8=1%%), to see what the run detects on this "
-        "machine. Off by default; never with "
-        f"{o.UPDATE_BASELINES}.",
+        f"machine; never with {o.UPDATE_BASELINES}. Default: off.",
     ),
 )
 FLAGS = (
