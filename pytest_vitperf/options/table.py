@@ -210,8 +210,8 @@ OPTIONS: tuple[_Option, ...] = (
         o.SLICE_MS,
         number(float, 1, "number of ms"),
         "MS",
-        "each engine's time per round, cut into 8 turns that visit the engines in a shuffled order (at least one "
-        "launch a turn). Default: 200.",
+        "each engine's time per round, cut into 8 visits made in a shuffled order (at least one launch a visit). "
+        "Default: 200.",
     ),
     _Option(
         o.ROUND_BUDGET_S,
