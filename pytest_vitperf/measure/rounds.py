@@ -41,8 +41,9 @@ CPU_WARMUP_MS = 200.0
 @dataclass(frozen=True)
 class RoundPlan:
     """How a family is measured: each precision built `builds` times, then `rounds` rounds, each engine a slice of
-    about `slice_ms` per round (shared by a precision's builds), cut into `turns` visits (the plan's key keeps its old name) that go over the engines in
-    orders drawn from `seed`; before them, `warmup_ms` of the engines in turn. `budget_s`: the longest a family may
+    about `slice_ms` per round (shared by a precision's builds), cut into `turns` visits (the field keeps its old
+    name, as stored runs have it) that go over the engines in orders drawn from `seed`; before them, `warmup_ms` of
+    the engines one after another. `budget_s`: the longest a family may
     go on adding rounds to settle a verdict. With `agree`, rounds stop early once they agree (disagreement). With
     `first_look`, a family with floors looks at them after that many rounds and ends there if they are all settled."""
 

@@ -75,8 +75,8 @@ OPTIONS: tuple[_Option, ...] = (
         parse_weights,
         "LIST",
         "comma-separated MODEL=FILE (.safetensors, or a .pth holding a state dict) or MODEL=pretrained (timm's "
-        "weights, from the local Hugging Face cache; nothing is downloaded); without, random weights from a fixed seed. "
-        "Default: random.",
+        "weights, from the local Hugging Face cache; nothing is downloaded); without, random weights from a fixed "
+        "seed. Default: random.",
     ),
     _Option(
         o.WARMUP_MS,
@@ -102,8 +102,8 @@ OPTIONS: tuple[_Option, ...] = (
     _Option(o.CACHE_DIR, parse_path, "DIR",
             "directory for engines and compile caches; without it nothing is written. Default: none."),
     _Option(o.FLOORS, parse_path, "FILE", "speedup floors file. Default: floors.json beside the test module."),
-    _Option(o.BASELINE_DIR, parse_path, "DIR", "baselines folder (<backend>/<version>/<gpu>/<model>.json), if there is one. "
-            "Default: baselines/ in the rootdir."),
+    _Option(o.BASELINE_DIR, parse_path, "DIR", "baselines folder (<backend>/<version>/<gpu>/<model>.json), if there "
+            "is one. Default: baselines/ in the rootdir."),
     _Option(o.HISTORY, parse_path, "DIR", "append this run's medians to a history (<backend>/<version>/<gpu>/"
             "<model>.json, one run per entry), for `vitperf history DIR` to find steps across nightly runs. "
             "Default: none."),
