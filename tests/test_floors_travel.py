@@ -156,6 +156,15 @@ def test_floors_make_refuses_too_few_runs_and_a_broken_file(
     with pytest.raises(SystemExit):
         main(["floors", "make", "--false-alarm", "60%"])
     assert "is not a rate between 0 and 50%" in capsys.readouterr().err
+    # A run that stops before its tests writes no results; a work folder not yet there is made (on an H100 the
+    # first run could not open its JSON in one).
+    broken.unlink()
+    work = tmp_path / "not" / "yet"
+    assert main(["floors", "make", "--work-dir", str(work), "--quiet", "--", "--gpu-bench", "-p", "no:cacheprovider",
+                 "--vitperf-precisions=fp9"]) == 1  # fmt: skip
+    assert work.is_dir() and not (work / "run1.json").exists()
+    assert "run 1 exited 4 and wrote no results; fix it, then run again: vitperf floors make" in (
+        capsys.readouterr().err)
 
 
 A100 = """

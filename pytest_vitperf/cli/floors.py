@@ -201,6 +201,7 @@ def _make(args: argparse.Namespace) -> int:
     if args.out.exists():
         FloorsFile.load(args.out)  # a broken file is refused before an hour of runs, and never overwritten
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="vitperf-floors-"))
+    work.mkdir(parents=True, exist_ok=True)  # pytest-benchmark opens each run's JSON there before any test
     again = "vitperf floors make " + " ".join(shlex.quote(a) for a in sys.argv[3:])
     paths = []
     try:
@@ -213,7 +214,7 @@ def _make(args: argparse.Namespace) -> int:
                        f"--benchmark-json={path}"]  # fmt: skip
                 print(f"== run {k} of {args.runs}: $ " + " ".join(shlex.quote(c) for c in cmd[1:]), flush=True)
                 done = processes.run(cmd, stdout=subprocess.PIPE if args.quiet else None)
-                if not path.exists():
+                if not path.exists() or path.stat().st_size == 0:  # pytest-benchmark opens it as pytest starts
                     print(f"vitperf floors make: run {k} exited {done.returncode} and wrote no results; fix it, then "
                           f"run again: {again}", file=sys.stderr)  # fmt: skip
                     return 1
