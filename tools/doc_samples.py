@@ -4,9 +4,10 @@ prints today. `tests/test_docs_kinds.py` holds the docs to them; this script wri
     <!-- output of: vitperf compare --from tensorrt/10.14.1 --to tensorrt/10.16.0 -->
     <!-- summary of: tests/data/h200-main-job-2026-12-01.json -->
 
-`output of` runs a `vitperf` command in the repository's root; `summary of` renders the terminal summary of a stored
-`--benchmark-json` (its table and the notes under it), as the run printed it. In a block, a line `...` stands for any
-number of lines of the output left out.
+The marker stands on the line before the block, or with one blank line between. `output of` runs a `vitperf`
+command in the repository's root; `summary of` renders the terminal summary of a stored `--benchmark-json` (its
+table and the notes under it), as the run printed it. In a block, a line `...` stands for any number of lines of the
+output left out.
 
     python tools/doc_samples.py            # say which blocks differ
     python tools/doc_samples.py --write    # write every block from the code
@@ -25,7 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-MARKER = re.compile(r"^<!-- (output of|summary of): (.+?) -->\n```text\n(.*?)^```$", re.M | re.S)
+MARKER = re.compile(r"^<!-- (output of|summary of): (.+?) -->\n\n?```text\n(.*?)^```$", re.M | re.S)
 SKIP = "..."
 
 
