@@ -5,6 +5,7 @@ the run's JSON and the store."""
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from pathlib import Path
 
@@ -138,7 +139,9 @@ def test_floors_make_runs_fresh_processes_and_the_next_run_applies_their_floors(
     assert entry["provenance"]["command"].startswith("vitperf floors make --runs 3 --false-alarm 0.01 -- ")
     result = suite.runpytest(*selection)
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines([f"test_vit * fp32 * pass (floor {entry['min_speedup']:.2f}x, set on torch *)*"])
+    # The floor sits at the runs' 1% false-alarm bound, so on a busy CPU the next run's interval may straddle it.
+    floor = re.escape(f"{entry['min_speedup']:.2f}x")
+    result.stdout.re_match_lines([rf"test_vit .* fp32 .* (pass|inconclusive) \(floor {floor}, set on torch .*\).*"])
 
 
 def test_floors_make_refuses_too_few_runs_and_a_broken_file(

@@ -9,7 +9,9 @@ interval is read; the suggested floor lies below all of them and above what a 5%
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import math
 import re
 import shlex
 import subprocess
@@ -141,6 +143,9 @@ def _write_floors(args: argparse.Namespace, paths: list[Path], command: str,
         if not intervals:
             continue
         s = rule(intervals)
+        if s.floor is not None:
+            # Down to the digits written, so that the floor stays under every interval it was drawn below.
+            s = dataclasses.replace(s, floor=math.floor(s.floor * 1000 + 1e-9) / 1000)
         seen = f"{s.lowest:.3f}-{s.highest:.3f}x"
         rows.append((gpu, model, precision, str(batch), unit, str(len(intervals)), seen,
                      f"{s.floor:.3f}x" if s.floor is not None else f"none: {s.why}",
@@ -149,7 +154,7 @@ def _write_floors(args: argparse.Namespace, paths: list[Path], command: str,
             continue
         entries.append({
             "gpu": gpu, "backend": backend, "version": version, "model": model, "batch": batch,
-            "precision": precision, "min_speedup": round(s.floor, 3), "judged_in": unit,
+            "precision": precision, "min_speedup": s.floor, "judged_in": unit,
             "source": f"{len(intervals)} run(s): {seen} in {unit} ({args.confidence:.0%} intervals)",
             "provenance": {
                 "command": command,
