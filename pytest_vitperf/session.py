@@ -244,6 +244,7 @@ class VitperfSession:
     def release(self, model_name: str, precision: str, batch: int, build: int = 0) -> None:
         """Drop an engine and give its device memory back (a family whose engines do not fit together)."""
         dropped = self._engines.pop((model_name, precision, batch, self.backend.name, build), None)
+        getattr(dropped, "close", lambda: None)()  # buffers of its own (TensorRT), which empty_cache cannot free
         if dropped is not None and self.device.sm:
             import torch
 

@@ -63,6 +63,9 @@ class DelayedEngine:
     def run(self, x: torch.Tensor) -> torch.Tensor:
         return self.engine.run(x)
 
+    def close(self) -> None:
+        getattr(self.engine, "close", lambda: None)()
+
     def describe(self) -> dict[str, Any]:
         return {**self.engine.describe(), "injected_delay": {"rel": self.rel, **self._facts}}
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_vitperf.core.errors import VitperfError
 from pytest_vitperf.core.precision import builtin_backend_reason, get_precision
 from pytest_vitperf.measure.env import version_of
-from pytest_vitperf.measure.timing import Clock, CudaPythonEventClock, check_cuda
+from pytest_vitperf.measure.timing import Clock, CudaPythonEventClock
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -29,15 +29,22 @@ if TYPE_CHECKING:
 
     from pytest_vitperf.core.settings import Settings
     from pytest_vitperf.engines.backends.base import Engine
+    from pytest_vitperf.engines.tensorrt.cuda import CudaRuntime, IOTensor
     from pytest_vitperf.engines.tensorrt.plan import BuildOptions, BuildResult
     from pytest_vitperf.measure.env import Device
     from pytest_vitperf.measure.kernels import Breakdown
     from pytest_vitperf.measure.layers import Layer, LayerTime
 
 
+class PlanRefused(VitperfError):
+    """TensorRT returned no engine for a plan: one built by another TensorRT build or for another GPU."""
+
+
 @dataclass
 class TrtEngine:
-    """A deserialized engine; `allocate()` creates its context, stream, device buffers and CUDA graph."""
+    """A deserialized engine; `allocate()` creates its context, stream, device buffers and CUDA graph, `close()` gives
+    them back. Every call TensorRT answers with False (an enqueue, a binding) raises: an engine that did not run must
+    not be timed as a fast one."""
 
     backend: str
     model_name: str
@@ -47,93 +54,146 @@ class TrtEngine:
     plan: bytes
     cuda_graph: bool
     info: dict[str, Any] = field(default_factory=dict)
+    cuda: CudaRuntime | None = None  # cuda-python's runtime unless given another
     clock: Clock = field(init=False)
 
-    def allocate(self) -> TrtEngine:
-        """Deserialize, allocate device buffers with resident random inputs, run once and capture the graph."""
-        from cuda.bindings import runtime as rt
+    def _failed(self, what: str) -> VitperfError:
+        return VitperfError(f"{self.backend} {what} for {self.model_name} {self.precision} b{self.batch}; TensorRT's "
+                            f"log above says why; check the backend with: vitperf selfcheck --backend {self.backend}")
 
-        self._runtime = self.trt.Runtime(self.trt.Logger(self.trt.Logger.WARNING))
+    def _bind(self, context: Any, t: IOTensor) -> None:
+        if not context.set_tensor_address(t.name, t.device):
+            raise self._failed(f"refused the address of tensor {t.name!r}")
+
+    def _enqueue(self, context: Any, when: str) -> None:
+        if not context.execute_async_v3(self.stream):
+            raise self._failed(f"could not enqueue {when}")
+
+    def allocate(self) -> TrtEngine:
+        """Deserialize, allocate device buffers with resident inputs, run once and capture the graph; on a failure,
+        give back what was taken."""
+        from pytest_vitperf.engines.tensorrt.cuda import CudaPython
+
+        self.cuda = self.cuda or CudaPython()
+        self._tensors: dict[str, IOTensor] = {}
+        self._graph: Any = None
+        self._graph_exec: Any = None
+        self.stream: Any = None
+        try:
+            self._allocate(self.cuda)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _allocate(self, cuda: CudaRuntime) -> None:
+        from pytest_vitperf.engines.models.zoo import fixed_input
+        from pytest_vitperf.engines.tensorrt.cuda import IOTensor, torch_dtype
+        from pytest_vitperf.engines.tensorrt.plan import logger
+
+        self._runtime = self.trt.Runtime(logger(self.trt))
         self._engine = self._runtime.deserialize_cuda_engine(self.plan)
         if self._engine is None:
-            raise VitperfError(f"{self.backend} could not deserialize the engine; the build log says why")
+            raise PlanRefused(f"{self.backend} could not deserialize the plan of {self.model_name} {self.precision} "
+                              f"b{self.batch} (built by another TensorRT build or for another GPU)")  # fmt: skip
         self._context = self._engine.create_execution_context()
-        self.stream = check_cuda(rt.cudaStreamCreateWithFlags(rt.cudaStreamNonBlocking))
+        self.stream = cuda.stream()
         self.clock = CudaPythonEventClock(self.stream)
-        self._buffers: dict[str, tuple[int, int, Any, tuple[int, ...]]] = {}
-        import numpy as np
-
-        from pytest_vitperf.engines.models.zoo import fixed_input
-
         for i in range(self._engine.num_io_tensors):
             name = self._engine.get_tensor_name(i)
-            shape = tuple(self._context.get_tensor_shape(name))
-            dtype = np.dtype(self.trt.nptype(self._engine.get_tensor_dtype(name)))
-            nbytes = int(np.prod(shape)) * dtype.itemsize
-            ptr = check_cuda(rt.cudaMalloc(nbytes))
-            self._context.set_tensor_address(name, ptr)
-            self._buffers[name] = (ptr, nbytes, dtype, shape)
-            if self._engine.get_tensor_mode(name) == self.trt.TensorIOMode.INPUT:
-                host = fixed_input(shape).numpy().astype(dtype)  # resident: no transfers timed
-                check_cuda(rt.cudaMemcpy(ptr, host.ctypes.data, nbytes, rt.cudaMemcpyKind.cudaMemcpyHostToDevice))
-        self._graph_exec = None
-        self._context.execute_async_v3(self.stream)  # first run outside capture: lazy allocations
-        check_cuda(rt.cudaStreamSynchronize(self.stream))
+            dtype = torch_dtype(self._engine.get_tensor_dtype(name), name)
+            is_input = self._engine.get_tensor_mode(name) == self.trt.TensorIOMode.INPUT
+            t = IOTensor(name, tuple(self._context.get_tensor_shape(name)), dtype, 0, 0, is_input)
+            t.device, t.host = cuda.malloc(t.nbytes), cuda.pinned(t.nbytes)
+            self._tensors[name] = t
+            self._bind(self._context, t)
+        for t in self._inputs():
+            self._put(t, fixed_input(t.shape))  # resident: no transfers timed
+        self._enqueue(self._context, "its first run")  # outside capture: lazy allocations
+        cuda.synchronize(self.stream)
         if self.cuda_graph:
-            mode = rt.cudaStreamCaptureMode.cudaStreamCaptureModeThreadLocal
-            check_cuda(rt.cudaStreamBeginCapture(self.stream, mode))
-            self._context.execute_async_v3(self.stream)
-            graph = check_cuda(rt.cudaStreamEndCapture(self.stream))
-            self._graph_exec = check_cuda(rt.cudaGraphInstantiate(graph, 0))
-        self.info["mode"] = "cuda-graph" if self._graph_exec is not None else "enqueue"
+            self._capture()
+        self.info.setdefault("mode", "cuda-graph" if self._graph_exec is not None else "enqueue")
         # What one call needs on the GPU, as the torch backend counts it: the plan (its weights), the I/O buffers and
         # the context's activation memory (TensorRT 10.1+ and TensorRT-RTX call it device_memory_size_v2).
         activations = getattr(self._engine, "device_memory_size_v2", None)
         if activations is not None and "engine_bytes" in self.info:
-            io = sum(nbytes for _, nbytes, _, _ in self._buffers.values())
+            io = sum(t.nbytes for t in self._tensors.values())
             self.info["peak_bytes"] = int(self.info["engine_bytes"]) + io + int(activations)
-        return self
+
+    def _capture(self) -> None:
+        """One enqueue captured into a CUDA graph; a context TensorRT-RTX says it cannot capture stays on enqueue."""
+        assert self.cuda is not None
+        capturable = getattr(self._context, "is_stream_capturable", None)
+        if capturable is not None and not capturable(self.stream):
+            self.info["mode"] = "enqueue (TensorRT-RTX cannot capture this context in a CUDA graph)"
+            return
+        self.cuda.begin_capture(self.stream)
+        try:
+            done = self._context.execute_async_v3(self.stream)
+        finally:
+            graph = self.cuda.end_capture(self.stream)  # the stream leaves capture mode whatever happened
+        if not done:
+            raise self._failed("could not enqueue inside a CUDA graph capture")
+        self._graph, self._graph_exec = graph, self.cuda.instantiate(graph)
+
+    def _inputs(self) -> list[IOTensor]:
+        return [t for t in self._tensors.values() if t.is_input]
+
+    def _put(self, t: IOTensor, x: torch.Tensor) -> None:
+        assert self.cuda is not None
+        t.staged().copy_(x.reshape(t.shape).to(t.dtype))
+        self.cuda.to_device(t.device, t.host, t.nbytes, self.stream)
+        self.cuda.synchronize(self.stream)  # the staging buffer is reused by the next copy
 
     def launch(self) -> None:
-        from cuda.bindings import runtime as rt
-
         if self._graph_exec is not None:
-            check_cuda(rt.cudaGraphLaunch(self._graph_exec, self.stream))
+            assert self.cuda is not None
+            self.cuda.launch_graph(self._graph_exec, self.stream)
         else:
-            self._context.execute_async_v3(self.stream)
+            self._enqueue(self._context, "a run")
 
     def output(self) -> torch.Tensor:
-        import numpy as np
-        import torch
-        from cuda.bindings import runtime as rt
-
+        assert self.cuda is not None
+        if not self._tensors:
+            raise VitperfError(f"this {self.precision} engine was released; prepare it again")
         self.launch()
-        check_cuda(rt.cudaStreamSynchronize(self.stream))
-        name = next(n for n in self._buffers if self._engine.get_tensor_mode(n) == self.trt.TensorIOMode.OUTPUT)
-        ptr, nbytes, dtype, shape = self._buffers[name]
-        host = np.empty(shape, dtype=dtype)
-        check_cuda(rt.cudaMemcpy(host.ctypes.data, ptr, nbytes, rt.cudaMemcpyKind.cudaMemcpyDeviceToHost))
-        return torch.from_numpy(host.astype(np.float32))
+        t = next(t for t in self._tensors.values() if not t.is_input)
+        self.cuda.to_host(t.host, t.device, t.nbytes, self.stream)
+        self.cuda.synchronize(self.stream)
+        return t.staged().float().clone()
 
     def run(self, x: torch.Tensor) -> torch.Tensor:
-        import numpy as np
-        from cuda.bindings import runtime as rt
-
         from pytest_vitperf.engines.models.zoo import fixed_input
 
-        name = next(n for n in self._buffers if self._engine.get_tensor_mode(n) == self.trt.TensorIOMode.INPUT)
-        ptr, nbytes, dtype, shape = self._buffers[name]
-        if tuple(x.shape) != shape:
-            raise VitperfError(f"this {self.precision} engine takes {shape}, not {tuple(x.shape)}")
-
-        def put(host: Any) -> None:
-            check_cuda(rt.cudaMemcpy(ptr, host.ctypes.data, nbytes, rt.cudaMemcpyKind.cudaMemcpyHostToDevice))
-
-        put(np.ascontiguousarray(x.numpy().astype(dtype)))
+        (t,) = self._inputs()  # a ViT takes one image batch
+        if tuple(x.shape) != t.shape:
+            raise VitperfError(f"this {self.precision} engine takes {t.shape}, not {tuple(x.shape)}")
+        self._put(t, x)
         try:
             return self.output()
         finally:
-            put(fixed_input(shape).numpy().astype(dtype))  # the resident input back, as allocate() left it
+            self._put(t, fixed_input(t.shape))  # the resident input back, as allocate() left it
+
+    def close(self) -> None:
+        """Give back what allocate() took: the graph, the buffers, the stream, then the context, engine and runtime
+        (torch.cuda.empty_cache frees none of these)."""
+        cuda = self.cuda
+        if cuda is None or not hasattr(self, "_tensors"):
+            return
+        if self.stream is not None:
+            cuda.synchronize(self.stream)
+        if self._graph_exec is not None:
+            cuda.destroy_graph(self._graph, self._graph_exec)
+            self._graph = self._graph_exec = None
+        for t in self._tensors.values():
+            cuda.free(t.device)
+            cuda.free_pinned(t.host)
+        self._tensors = {}
+        if self.stream is not None:
+            cuda.destroy_stream(self.stream)
+            self.stream = None
+        self._context = self._engine = self._runtime = None  # in this order: each holds on to the next
 
     def describe(self) -> dict[str, Any]:
         from pytest_vitperf.measure.layers import precision_counts
@@ -178,8 +238,6 @@ class TrtEngine:
     def layer_times(self, runs: int = 50) -> list[LayerTime]:
         """Average milliseconds per layer over `runs` enqueues with an IProfiler attached: a separate run from
         the timed one, since profiling serialises layers and cannot sit inside a CUDA graph."""
-        from cuda.bindings import runtime as rt
-
         from pytest_vitperf.measure.layers import LayerTime
 
         totals: dict[str, float] = {}
@@ -191,14 +249,15 @@ class TrtEngine:
             def report_layer_time(self, layer_name: str, ms: float) -> None:
                 totals[layer_name] = totals.get(layer_name, 0.0) + ms
 
+        assert self.cuda is not None
         context = self._engine.create_execution_context()  # its own context: the timed one stays unprofiled
-        for name, (ptr, *_rest) in self._buffers.items():
-            context.set_tensor_address(name, ptr)
+        for t in self._tensors.values():
+            self._bind(context, t)
         profiler = Profiler()  # referenced until the context is done with it
         context.profiler = profiler
         for _ in range(runs):
-            context.execute_async_v3(self.stream)
-            check_cuda(rt.cudaStreamSynchronize(self.stream))
+            self._enqueue(context, "a profiled run")
+            self.cuda.synchronize(self.stream)
         del context
         return [LayerTime(name, ms / runs) for name, ms in totals.items()]
 
@@ -234,7 +293,8 @@ class _TensorRTFamily:
         return builtin_backend_reason(precision, self.name)  # Model Optimizer, which exports, is a core dependency
 
     def target(self, device: Device) -> str:
-        return "native"
+        """What the plan is built for, part of its cache key: a TensorRT plan runs on the SM it was built on."""
+        return f"sm_{device.sm}" if device.sm is not None else "native"
 
     def builder(self, cache: Path | None) -> Callable[[bytes, BuildOptions], bytes] | None:
         """How a plan is built from ONNX bytes; None: plan.build_plan with the Python module."""
@@ -255,15 +315,18 @@ class _TensorRTFamily:
         if reason is not None:
             raise VitperfError(reason)
         builder = self.builder(cache)
+        module = importlib.import_module(self.module) if builder is None else None
         onnx = export_onnx(precision, model, batch, cache_dir=cache)
         options = BuildOptions(target=target, sparse_weights=get_precision(precision).recipe.sparse24)
+        # A plan is tied to the exact TensorRT that built it: where no version can be read, nothing is cached.
+        version = self.version() or getattr(module, "__version__", None)
         result = build_cached(
-            importlib.import_module(self.module) if builder is None else None,
+            module,
             self.name,
-            self.version() or "?",
+            version or "?",
             onnx,
             options,
-            cache=PlanCache(cache / "plans") if cache is not None else None,
+            cache=PlanCache(cache / "plans") if cache is not None and version else None,
             progress=lambda line: print(f"vitperf: {model_name} {precision} b{batch}: {line}", file=sys.stderr),
             builder=builder,
         )
@@ -289,17 +352,23 @@ class _TensorRTFamily:
         device: Device,
         settings: Settings,
     ) -> Engine:
-        result, info, _ = self.build(
-            model.to(device.torch_device),
-            model_name=model_name,
-            precision=precision,
-            batch=batch,
-            target=self.target(device),
-            cache=settings.cache_dir,
-        )
-        trt = importlib.import_module(self.module)
-        engine = TrtEngine(self.name, model_name, precision, batch, trt, result.plan, settings.cuda_graph, info)
-        return engine.allocate()
+        from pytest_vitperf.engines.tensorrt.plan import PlanCache
+
+        model = model.to(device.torch_device)
+        for attempt in (1, 2):
+            result, info, _ = self.build(model, model_name=model_name, precision=precision, batch=batch,
+                                         target=self.target(device), cache=settings.cache_dir)  # fmt: skip
+            trt = importlib.import_module(self.module)
+            engine = TrtEngine(self.name, model_name, precision, batch, trt, result.plan, settings.cuda_graph, info)
+            try:
+                return engine.allocate()
+            except PlanRefused as refused:
+                if attempt == 2 or result.cache != "hit" or settings.cache_dir is None:
+                    raise
+                # The cache key names the version and SM, not the build: another build of one version, refused.
+                PlanCache(settings.cache_dir / "plans").discard(result.meta)
+                print(f"vitperf: {refused}; discarded the cached plan and built it again", file=sys.stderr)
+        raise AssertionError("unreachable")
 
 
 class TensorRTBackend(_TensorRTFamily):

@@ -8,11 +8,13 @@ precision lives in the ONNX graph (casts, Q/DQ from Model Optimizer), not in bui
 Cache entries are `<key>.engine` plus `<key>.json`, the key a hash of the ONNX bytes, backend, its version,
 the target SM and the build flags. An entry is used only when its metadata parses, names the same ONNX hash,
 backend, version, target and flags, and the plan's size and SHA-256 match what was recorded: a truncated,
-corrupt or foreign entry is rebuilt and replaced, never deserialized blindly.
+corrupt or foreign entry is rebuilt and replaced, never deserialized blindly. A plan TensorRT still refuses (built
+by another build of the same version) is discarded and rebuilt by the backend, which says so in one line.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import time
@@ -33,7 +35,9 @@ class EngineBuildError(RuntimeError):
 
 @dataclass(frozen=True)
 class BuildOptions:
-    target: str = "native"  # "SM120" etc. for TensorRT-RTX ahead-of-time builds; "native": the GPU at hand
+    # "sm_90": TensorRT builds for the GPU at hand, and its plan runs on that SM only; "SM120" etc.: TensorRT-RTX's
+    # ahead-of-time builds; "native": trtexec's, for the GPU at hand
+    target: str = "native"
     optimization_level: int | None = None  # builder optimization level 0-5; None: the builder's default
     sparse_weights: bool = False  # SPARSE_WEIGHTS, for 2:4 sparse engines
     timing_cache: str | None = None  # path of a timing cache file, kept between builds (TensorRT)
@@ -77,21 +81,30 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+@functools.cache
+def logger(trt: ModuleType) -> Any:
+    """The one logger of a TensorRT module: TensorRT keeps one per process and warns when given another."""
+    return trt.Logger(trt.Logger.WARNING)
+
+
 def build_plan(trt: ModuleType, onnx_bytes: bytes, options: BuildOptions, *, rtx: bool) -> bytes:
     """Parse `onnx_bytes` into a strongly typed network and build a serialized engine with `trt` (the
     `tensorrt` or `tensorrt_rtx` module)."""
-    logger = trt.Logger(trt.Logger.WARNING)
-    builder = trt.Builder(logger)
+    builder = trt.Builder(logger(trt))
     flags = 0
     strongly = getattr(trt.NetworkDefinitionCreationFlag, "STRONGLY_TYPED", None)
     if strongly is not None and not rtx:  # TensorRT 10; TensorRT 11 and RTX are always strongly typed
         flags |= 1 << int(strongly)
     network = builder.create_network(flags)
-    parser = trt.OnnxParser(network, logger)
+    parser = trt.OnnxParser(network, logger(trt))
     if not parser.parse(onnx_bytes):
         errors = "; ".join(str(parser.get_error(i).desc()) for i in range(parser.num_errors))
         raise EngineBuildError(f"the ONNX parser refused the graph: {errors}")
     config = builder.create_builder_config()
+    # TensorRT lets FP32 layers run as TF32 unless told not to; the FP32 reference and the export's FP32 ops are FP32.
+    config.clear_flag(trt.BuilderFlag.TF32)
+    if rtx:  # TensorRT-RTX captures a context in a CUDA graph only when it allocates nothing at run time
+        config.set_flag(trt.BuilderFlag.REQUIRE_USER_ALLOCATION)
     if rtx and options.target != "native":
         config.num_compute_capabilities = 1
         config.set_compute_capability(getattr(trt.ComputeCapability, options.target), 0)
@@ -121,6 +134,12 @@ class PlanCache:
     @staticmethod
     def key_fields(onnx_hash: str, backend: str, version: str, options: BuildOptions) -> dict[str, Any]:
         return {"onnx_sha256": onnx_hash, "backend": backend, "version": version, **options.flags()}
+
+    def discard(self, fields: dict[str, Any]) -> None:
+        """Drop an entry that TensorRT refused, so that the next lookup misses and the plan is built again."""
+        k = self.key(fields)
+        for path in (self.root / f"{k}.json", self.root / f"{k}.engine"):  # the metadata first: no half-valid entry
+            path.unlink(missing_ok=True)
 
     def key(self, fields: dict[str, Any]) -> str:
         return sha256(json.dumps(fields, sort_keys=True).encode())[:24]
