@@ -62,7 +62,11 @@ def test_the_walker_finds_what_the_backend_calls() -> None:
     calls = {u.name: u for u in used() if u.positional is not None}
     assert calls["set_tensor_address"].positional == 2 and calls["set_timing_cache"].keywords == ("ignore_mismatch",)
     assert {u.name for u in used() if u.rtx_only} == {"ComputeCapability", "num_compute_capabilities",
-                                                      "set_compute_capability"}  # fmt: skip
+                                                      "set_compute_capability", "REQUIRE_USER_ALLOCATION",
+                                                      "BuilderFlag", "set_flag"}  # fmt: skip
+    # A TensorRT object handed to one of the module's own functions is followed into it (TrtEngine._bind).
+    assert {u.where.split(":")[0] for u in used() if u.name in ("set_tensor_address", "execute_async_v3")} == {
+        "tensorrt.py"}
     assert {u.name for u in used() if u.guarded} == {"create_timing_cache"}
 
 

@@ -268,6 +268,7 @@ class _TensorRTFamily:
     dists: tuple[str, ...] = ()
     install_hint = ""
     runs_on: frozenset[int] | None = None  # SMs the runtime supports; None: any CUDA GPU
+    cuda: CudaRuntime | None = None  # the CUDA runtime its engines call; None: cuda-python's
 
     def version(self) -> str | None:
         return version_of(*self.dists)
@@ -359,7 +360,8 @@ class _TensorRTFamily:
             result, info, _ = self.build(model, model_name=model_name, precision=precision, batch=batch,
                                          target=self.target(device), cache=settings.cache_dir)  # fmt: skip
             trt = importlib.import_module(self.module)
-            engine = TrtEngine(self.name, model_name, precision, batch, trt, result.plan, settings.cuda_graph, info)
+            engine = TrtEngine(self.name, model_name, precision, batch, trt, result.plan, settings.cuda_graph, info,
+                               self.cuda)  # fmt: skip
             try:
                 return engine.allocate()
             except PlanRefused as refused:

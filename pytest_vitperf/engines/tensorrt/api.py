@@ -90,9 +90,12 @@ def _guarded_names(tree: ast.AST) -> set[str]:
 
 
 def _known(tree: ast.Module) -> dict[ast.AST, set[str]]:
-    """For each function (and the module), the keys that hold TensorRT objects: assignments followed to a fixed
-    point; `self.x` keys are shared by all of a module's functions."""
-    scopes: list[ast.AST] = [tree, *(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef))]
+    """For each function (and the module), the keys that hold TensorRT objects: assignments, and the parameters of
+    this module's functions called with one (`self._bind(context, t)`), followed to a fixed point; `self.x` keys are
+    shared by all of a module's functions."""
+    functions = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]
+    by_name = {f.name: f for f in functions}
+    scopes: list[ast.AST] = [tree, *functions]
     shared = set(ROOTS)
     local: dict[ast.AST, set[str]] = {s: set(ROOTS) for s in scopes}
     changed = True
@@ -102,6 +105,15 @@ def _known(tree: ast.Module) -> dict[ast.AST, set[str]]:
             known = local[scope] | shared
             for node in _walk(scope):
                 targets: list[ast.AST] = []
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                    called = by_name.get(node.func.attr) if _key(node.func.value) == "self" else None
+                    if called is not None:
+                        params = [a.arg for a in called.args.args if a.arg != "self"]
+                        for param, arg in zip(params, node.args, strict=False):
+                            if _is_trt(arg, known) and param not in local[called]:
+                                local[called].add(param)
+                                changed = True
+                    continue
                 if isinstance(node, ast.Assign):
                     targets, value = list(node.targets), node.value
                 elif isinstance(node, ast.With):
