@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import sys
 from pathlib import Path
 
@@ -15,7 +14,7 @@ import pytest
 
 from pytest_vitperf.core.errors import VitperfError
 from pytest_vitperf.core.files import FileError
-from pytest_vitperf.engines.backends.trtexec import TrtexecBackend, TrtexecEngine, TrtexecRTXBackend
+from pytest_vitperf.engines.backends.trtexec import TrtexecBackend, TrtexecEngine, TrtexecRTXBackend, tool_version
 from pytest_vitperf.engines.tensorrt.trtexec import (
     OUTPUT,
     build_command,
@@ -26,19 +25,18 @@ from pytest_vitperf.engines.tensorrt.trtexec import (
     read_output,
     time_command,
 )
-from tests.test_layers import LAYER_INFO_11
-from tests.test_layers import PROFILE as PROFILE_DOC
+from tests.test_layers import LAYER_INFO, LAYER_INFO_11
 
 DATA = Path(__file__).parent / "data"
 
 
 def test_the_build_command() -> None:
     assert build_command("trtexec", Path("m.onnx"), Path("e.plan"), Path("t.cache")) == [
-        "trtexec", "--onnx=m.onnx", "--stronglyTyped", "--saveEngine=e.plan", "--profilingVerbosity=detailed",
-        "--timingCacheFile=t.cache"]  # fmt: skip
+        "trtexec", "--onnx=m.onnx", "--stronglyTyped", "--noTF32", "--saveEngine=e.plan",
+        "--profilingVerbosity=detailed", "--timingCacheFile=t.cache"]  # fmt: skip
     assert "--timingCacheFile" not in " ".join(build_command("trtexec", Path("m.onnx"), Path("e.plan")))
     rtx = build_command("tensorrt_rtx", Path("m.onnx"), Path("e.plan"), strongly_typed=False)
-    assert rtx == ["tensorrt_rtx", "--onnx=m.onnx", "--saveEngine=e.plan", "--profilingVerbosity=detailed"]
+    assert rtx == ["tensorrt_rtx", "--onnx=m.onnx", "--noTF32", "--saveEngine=e.plan", "--profilingVerbosity=detailed"]
 
 
 def test_the_timing_command_follows_the_plugin_s_timing() -> None:
@@ -100,44 +98,32 @@ def test_without_the_tool_on_path_the_reason_says_where_to_get_it(monkeypatch: p
     assert TrtexecBackend().missing() is None and TrtexecRTXBackend().missing() is not None
 
 
-# A stand-in for trtexec: it writes, for the flags it is given, the documents in trtexec's formats the tests above
-# read, and for --exportOutput the mean of each image of the raw FP16 input it was told to load, so that the input
-# file and the output file are checked end to end.
-STAND_IN = """\
-import json, shutil, sys
-import numpy as np
-args = dict(a[2:].partition("=")[::2] for a in sys.argv[1:])
-print("&&&& RUNNING TensorRT.trtexec [TensorRT v101600] [b23] # trtexec")
-if "fail" in args.get("loadEngine", ""):
-    print("[E] Error[1]: engine file is not a TensorRT engine"); sys.exit(1)
-if "exportTimes" in args:
-    shutil.copy(sys.argv[0] + ".times.json", args["exportTimes"])
-if "exportProfile" in args:
-    shutil.copy(sys.argv[0] + ".profile.json", args["exportProfile"])
-if "exportLayerInfo" in args:
-    shutil.copy(sys.argv[0] + ".layers.json", args["exportLayerInfo"])
-if "exportOutput" in args:
-    name, path = args["loadInputs"].split(":")
-    x = np.fromfile(path, dtype=np.float16).reshape(2, -1).astype(np.float32)
-    values = ", ".join(repr(float(v)) for v in x.mean(axis=1))
-    open(args["exportOutput"], "w").write('[ { "name" : "logits", "dimensions" : "2x1", "values" : [ %s ] } ]' % values)
-"""
+STAND_IN = Path(__file__).parent / "standins" / "trtexec.py"
+REAL_TIMES_KEYS = ["startEnqMs", "endEnqMs", "startH2dMs", "endH2dMs", "startComputeMs", "endComputeMs", "startD2hMs",
+                   "endD2hMs", "h2dMs", "computeMs", "d2hMs", "latencyMs"]  # fmt: skip
 
 
-@pytest.fixture
-def stand_in(tmp_path: Path) -> str:
-    tool = tmp_path / "trtexec"
-    tool.write_text(f"#!{sys.executable}\n{STAND_IN}")
+def stand_in_tool(folder: Path, version: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """tests/standins/trtexec.py as a tool named trtexec, of `version` (the layer information of its major)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    tool = folder / "trtexec"
+    tool.write_text(f"#!{sys.executable}\nimport runpy\nrunpy.run_path({str(STAND_IN)!r}, run_name='__main__')\n")
     tool.chmod(0o755)
-    shutil.copy(DATA / "trtexec_times.json", f"{tool}.times.json")
-    Path(f"{tool}.profile.json").write_text(json.dumps(PROFILE_DOC))
-    Path(f"{tool}.layers.json").write_text(json.dumps(LAYER_INFO_11))
+    layers = folder / "layers.json"
+    layers.write_text(json.dumps(LAYER_INFO_11 if version.startswith("11") else LAYER_INFO))
+    monkeypatch.setenv("STANDIN_TRTEXEC_VERSION", version)
+    monkeypatch.setenv("STANDIN_TRTEXEC_LAYERS", str(layers))
     return str(tool)
 
 
-def _engine(tool: str, plan: Path) -> TrtexecEngine:
+@pytest.fixture
+def stand_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    return stand_in_tool(tmp_path / "bin", "11.1.0.106", monkeypatch)
+
+
+def _engine(tool: str, plan: Path, cuda_graph: bool = True) -> TrtexecEngine:
     return TrtexecEngine("trtexec", "vit_tiny_patch16_224", "fp16", 2, tool, plan, "input", (2, 3, 4, 4), "float16",
-                         cuda_graph=True)  # fmt: skip
+                         cuda_graph=cuda_graph, version=tool_version(tool))  # fmt: skip
 
 
 def test_the_engine_takes_its_samples_layers_profile_and_output_from_the_tool(stand_in: str, tmp_path: Path) -> None:
@@ -148,9 +134,7 @@ def test_the_engine_takes_its_samples_layers_profile_and_output_from_the_tool(st
 
     e = _engine(stand_in, tmp_path / "model.engine")
     assert isinstance(e, SelfTimed)
-    times = json.loads((DATA / "trtexec_times.json").read_text())
-    assert e.time_itself(warmup_ms=200, duration_ms=1000, min_iterations=10) == [t["computeMs"] for t in times
-                                                                                  if "computeMs" in t]  # fmt: skip
+    assert e.time_itself(warmup_ms=200, duration_ms=1000, min_iterations=10) == pytest.approx([8.0] * 10, abs=0.003)
     assert "layers" not in e.describe()  # nothing is known of the layers before a run
     out = e.output()
     expected = fixed_input((2, 3, 4, 4)).half().float().reshape(2, -1).mean(dim=1, keepdim=True)
@@ -160,7 +144,7 @@ def test_the_engine_takes_its_samples_layers_profile_and_output_from_the_tool(st
     d = e.describe()
     assert d["inspector_schema"] == "TensorRT 11.x" and d["layers"] == 4 and d["mode"] == "trtexec, cuda-graph"
     b = e.kernel_breakdown()
-    assert b.per_run_ms == pytest.approx(sum(p["averageMs"] for p in PROFILE_DOC if "averageMs" in p))
+    assert b.per_run_ms == pytest.approx(0.1 + 0.3 + 0.4)  # the stand-in's profile: three layers, per inference
     with pytest.raises(VitperfError, match=r"takes \(2, 3, 4, 4\), not \(1, 3, 4, 4\)"):
         e.run(torch.zeros(1, 3, 4, 4))
 
@@ -178,13 +162,64 @@ def test_what_the_tool_cannot_do_and_a_failing_run_are_one_line_with_the_command
     with pytest.raises(VitperfError) as info:
         broken.time_itself(warmup_ms=0, duration_ms=1000, min_iterations=1)
     message = str(info.value)
-    assert "\n" not in message and "failed (exit 1): [E] Error[1]: engine file is not a TensorRT engine" in message
+    assert "\n" not in message and "failed (exit 1): [" in message
+    assert "[E] Error[1]: IRuntime::deserializeCudaEngine: Error Code 1: Serialization" in message
     hand = r"; run it by hand: \S+/trtexec --loadEngine=\S+/fail.engine .* --exportTimes=\S+/times.json$"
     assert re.search(hand, message)
 
 
+@pytest.mark.parametrize("version", ["10.8.0.43", "10.13.3.9", "11.1.0.106"])
+def test_graph_and_enqueue_rows_differ_as_asked_on_each_trtexec(version: str, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """trtexec 10.x captures a graph only with --useCudaGraph; 11.x unless --noCudaGraph. The stand-in takes 8.0 ms
+    an inference in a graph and 8.4 ms enqueued."""
+    tool = stand_in_tool(tmp_path / "bin", version, monkeypatch)
+    assert tool_version(tool) == ".".join(version.split(".")[:3])  # the banner of the version asked
+    times = {graph: _engine(tool, tmp_path / "model.engine", graph).time_itself(warmup_ms=0, duration_ms=1000,
+                                                                                min_iterations=5)
+             for graph in (True, False)}  # fmt: skip
+    assert max(times[True]) < 8.01 and min(times[False]) > 8.39
+
+
+def test_each_command_speaks_its_trtexec_s_flags() -> None:
+    ten = time_command("trtexec", Path("e"), Path("o"), warmup_ms=0, duration_ms=1000, min_iterations=1,
+                       version="10.13.3")  # fmt: skip
+    eleven = time_command("trtexec", Path("e"), Path("o"), warmup_ms=0, duration_ms=1000, min_iterations=1,
+                          version="11.1.0")  # fmt: skip
+    assert "--useCudaGraph" in ten and "--noDataTransfers" in ten
+    assert "--useCudaGraph" not in eleven and "--noDataTransfers" not in eleven  # deprecated: 11 does both
+    for cmd in (profile_command("t", Path("e"), Path("o"), version="11.1.0"),
+                output_command("t", Path("e"), Path("o"), {}, "11.1.0")):  # fmt: skip
+        assert "--noCudaGraph" in cmd  # the profile and the output are enqueued runs on every version
+    assert "--noCudaGraph" not in " ".join(profile_command("t", Path("e"), Path("o"), version="10.16.0"))
+
+
+def test_a_bad_option_reports_trtexec_s_error_line_not_its_help(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                                ) -> None:  # fmt: skip
+    tool = stand_in_tool(tmp_path / "bin", "10.13.3.9", monkeypatch)
+    e = _engine(tool, tmp_path / "model.engine", cuda_graph=False)
+    e.version = "11.1.0"  # told wrong: a 10.13 trtexec has no --noCudaGraph
+    with pytest.raises(VitperfError) as info:
+        e.output()
+    unknown = r"failed \(exit 1\): \[[\d/:-]+\] \[E\] Unknown option: --noCudaGraph; run it by hand"
+    assert re.search(unknown, str(info.value))
+
+
+def test_the_build_keeps_fp32_fp32(stand_in: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_vitperf.engines.tensorrt.plan import BuildOptions
+
+    monkeypatch.setenv("PATH", str(Path(stand_in).parent))
+    plan = TrtexecBackend().builder(tmp_path)(b"onnx", BuildOptions())
+    assert json.loads(plan) == {"tf32": False, "strongly_typed": True}  # trtexec allows TF32 unless --noTF32
+
+
+def test_the_times_file_has_the_keys_trtexec_writes() -> None:
+    for entry in json.loads((DATA / "trtexec_times.json").read_text()):
+        assert list(entry) == REAL_TIMES_KEYS
+
+
 def test_a_file_the_tool_did_not_write_is_one_line_naming_it(stand_in: str, tmp_path: Path) -> None:
-    Path(f"{stand_in}.layers.json").write_text("[ {")  # as an interrupted write leaves it
+    Path(stand_in).with_name("layers.json").write_text("[ {")  # as an interrupted write leaves it
     with pytest.raises(VitperfError, match=r"^TensorRT layer file \S+/layers.json: is not valid JSON"):
         _engine(stand_in, tmp_path / "model.engine").output()
 

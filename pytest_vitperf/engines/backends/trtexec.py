@@ -88,9 +88,12 @@ def run_tool(cmd: list[str], what: str) -> None:
     except subprocess.TimeoutExpired:
         raise VitperfError(f"{what} took over {TOOL_TIMEOUT_S} s; run it by hand: {shlex.join(cmd)}") from None
     if done.returncode != 0:
-        lines = [x.strip() for x in (done.stderr + done.stdout).splitlines() if x.strip()]
-        errors = [x for x in lines if "[E]" in x or "error" in x.lower()]
-        last = (errors or lines or ["no output"])[-1]
+        # trtexec logs errors as `[E]` lines on stderr; on a bad option it also prints its help on stdout, whose
+        # lines speak of errors too. The first `[E]` line is the cause (later ones follow from it).
+        err = [x.strip() for x in done.stderr.splitlines() if x.strip()]
+        out = [x.strip() for x in done.stdout.splitlines() if x.strip()]
+        errors = [x for x in err + out if "[E]" in x]
+        last = (errors[:1] or err[-1:] or [x for x in out if x.startswith("&&&& FAILED")] or ["no output"])[0]
         raise VitperfError(f"{what} failed (exit {done.returncode}): {last}; run it by hand: {shlex.join(cmd)}")
 
 
@@ -120,6 +123,7 @@ class TrtexecEngine:
     input_dtype: str  # a torch dtype's name
     cuda_graph: bool
     info: dict[str, Any] = field(default_factory=dict)
+    version: str | None = None  # the tool's (tool_version): trtexec 11 takes other graph and transfer flags
     clock: Clock = field(default_factory=SelfTimedClock)
     _layers: tuple[list[Layer], str | None] | None = field(default=None, repr=False)
 
@@ -151,7 +155,7 @@ class TrtexecEngine:
             out = Path(d)
             cmd = time_command(self.tool, self.plan, out, warmup_ms=warmup_ms, duration_ms=duration_ms,
                                min_iterations=min_iterations, cuda_graph=self.cuda_graph,
-                               inputs=self._write_input(out))  # fmt: skip
+                               inputs=self._write_input(out), version=self.version)  # fmt: skip
             run_tool(cmd, f"{self.tool}, timing {self.model_name} {self.precision} b{self.batch}")
             with files_of(cmd):
                 return read_compute_ms(out / TIMES)
@@ -168,7 +172,7 @@ class TrtexecEngine:
             raise VitperfError(f"this {self.precision} engine takes {self.input_shape}, not {tuple(x.shape)}")
         with tempfile.TemporaryDirectory(prefix="vitperf-trtexec-") as d:
             out = Path(d)
-            cmd = output_command(self.tool, self.plan, out, self._write_input(out, x))
+            cmd = output_command(self.tool, self.plan, out, self._write_input(out, x), self.version)
             run_tool(cmd, f"{self.tool}, running {self.model_name} {self.precision} b{self.batch}")
             with files_of(cmd):
                 outputs = read_output(out / OUTPUT)
@@ -193,7 +197,7 @@ class TrtexecEngine:
 
         with tempfile.TemporaryDirectory(prefix="vitperf-trtexec-") as d:
             out = Path(d)
-            cmd = profile_command(self.tool, self.plan, out, inputs=self._write_input(out))
+            cmd = profile_command(self.tool, self.plan, out, inputs=self._write_input(out), version=self.version)
             run_tool(cmd, f"{self.tool}, profiling {self.model_name} {self.precision} b{self.batch}")
             with files_of(cmd):
                 times = read_profile(out / PROFILE)
@@ -248,7 +252,7 @@ class TrtexecBackend(_TensorRTFamily):
         import onnx as onnx_lib
 
         result, info, onnx = self.build(model.to(device.torch_device), model_name=model_name, precision=precision,
-                                        batch=batch, target="native", cache=settings.cache_dir)  # fmt: skip
+                                        batch=batch, target=self.target(device), cache=settings.cache_dir)  # fmt: skip
         plan = result.path
         if plan is None:  # no cache folder: the plan goes to a file of its own for trtexec to load
             plan = Path(tempfile.mkdtemp(prefix="vitperf-trtexec-")) / "model.engine"
@@ -261,7 +265,7 @@ class TrtexecBackend(_TensorRTFamily):
                                f"raw input files are written for {', '.join(ONNX_TORCH_DTYPES.values())}")  # fmt: skip
         shape = tuple(d.dim_value for d in tensor.shape.dim)
         return TrtexecEngine(self.name, model_name, precision, batch, find(self.tool) or self.tool, plan,
-                             graph_input.name, shape, dtype, settings.cuda_graph, info)  # fmt: skip
+                             graph_input.name, shape, dtype, settings.cuda_graph, info, self.version())  # fmt: skip
 
 
 class TrtexecRTXBackend(TrtexecBackend):

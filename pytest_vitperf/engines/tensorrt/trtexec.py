@@ -2,11 +2,14 @@
 engine, and the reading of what trtexec writes.
 
 The seed reports timed their engines with trtexec by hand; these are those commands, written once:
-- build: `--onnx --stronglyTyped --saveEngine --timingCacheFile --profilingVerbosity=detailed`. `--stronglyTyped` is
-  what TensorRT 10 needs for the exported Q/DQ graphs to keep their types; TensorRT 11 always types strongly, and
-  its trtexec migration guide calls the flag no longer needed.
-- time: `--loadEngine --useCudaGraph --noDataTransfers --warmUp --duration --iterations --exportTimes`, on the
-  plugin's fixed input (`--loadInputs`).
+- build: `--onnx --stronglyTyped --noTF32 --saveEngine --timingCacheFile --profilingVerbosity=detailed`.
+  `--stronglyTyped` is what TensorRT 10 needs for the exported Q/DQ graphs to keep their types; TensorRT 11 always
+  types strongly, and its trtexec migration guide calls the flag no longer needed. `--noTF32`: trtexec lets FP32
+  layers run as TF32 unless told not to, and the FP32 reference is FP32.
+- time: `--loadEngine --warmUp --duration --iterations --exportTimes`, on the plugin's fixed input (`--loadInputs`),
+  with the CUDA graph and transfer flags of the tool's version: trtexec 10.x captures a graph only with
+  `--useCudaGraph` and skips transfers only with `--noDataTransfers`; trtexec 11 does both by default, takes
+  `--noCudaGraph` to enqueue, and calls the two 10.x flags deprecated.
 - profile, a separate run (per-layer profiling serialises layers, so it never shares a run with the timing):
   `--exportProfile --exportLayerInfo --profilingVerbosity=detailed`.
 - output: one inference of a given input, `--exportOutput`, for the accuracy check and the accuracy suite.
@@ -66,10 +69,28 @@ def parse_version(banner: str) -> str | None:
     return f"{n // 10000}.{n // 100 % 100}.{n % 100}" if n >= 100000 else f"v{n}"
 
 
+def major(version: str | None) -> int:
+    """The major version of a tool's banner version; 10 where it cannot be read (TensorRT-RTX's, written `v...`)."""
+    head = (version or "").split(".")[0]
+    return int(head) if head.isdigit() else 10
+
+
+def graph_flags(cuda_graph: bool, version: str | None) -> list[str]:
+    """What asks trtexec of `version` for a CUDA graph, or for none: 11 captures unless told not to."""
+    if major(version) >= 11:
+        return [] if cuda_graph else ["--noCudaGraph"]
+    return ["--useCudaGraph"] if cuda_graph else []
+
+
+def transfer_flags(version: str | None) -> list[str]:
+    """What keeps host-device copies out of the timed loop: the default from trtexec 11 on."""
+    return [] if major(version) >= 11 else ["--noDataTransfers"]
+
+
 def build_command(
     tool: str, onnx: Path, engine: Path, timing_cache: Path | None = None, *, strongly_typed: bool = True
 ) -> list[str]:
-    cmd = [tool, f"--onnx={onnx}", f"--saveEngine={engine}", "--profilingVerbosity=detailed"]
+    cmd = [tool, f"--onnx={onnx}", "--noTF32", f"--saveEngine={engine}", "--profilingVerbosity=detailed"]
     if strongly_typed:
         cmd.insert(2, "--stronglyTyped")
     if timing_cache is not None:
@@ -93,33 +114,40 @@ def time_command(
     min_iterations: int,
     cuda_graph: bool = True,
     inputs: dict[str, Path] | None = None,
+    version: str | None = None,
 ) -> list[str]:
     """Time `engine` as the plugin's own timer does (warm-up, then a duration and an iteration minimum; trtexec takes
-    the duration in whole seconds), writing TIMES under `out`."""
-    cmd = [
+    the duration in whole seconds), writing TIMES under `out`; `version` is the tool's (tool_version)."""
+    return [
         tool,
         f"--loadEngine={engine}",
+        *graph_flags(cuda_graph, version),
         *_inputs(inputs or {}),
-        "--noDataTransfers",
+        *transfer_flags(version),
         f"--warmUp={round(warmup_ms)}",
         f"--duration={max(1, math.ceil(duration_ms / 1000))}",
         f"--iterations={min_iterations}",
         f"--exportTimes={out / TIMES}",
     ]
-    if cuda_graph:
-        cmd.insert(2, "--useCudaGraph")
-    return cmd
 
 
 def profile_command(
-    tool: str, engine: Path, out: Path, *, iterations: int = 50, inputs: dict[str, Path] | None = None
+    tool: str,
+    engine: Path,
+    out: Path,
+    *,
+    iterations: int = 50,
+    inputs: dict[str, Path] | None = None,
+    version: str | None = None,
 ) -> list[str]:
-    """Per-layer times over `iterations` inferences and the engine's layer information, writing PROFILE and LAYERS."""
+    """Per-layer times over `iterations` enqueued inferences (no graph: profiling serialises the layers) and the
+    engine's layer information, writing PROFILE and LAYERS."""
     return [
         tool,
         f"--loadEngine={engine}",
+        *graph_flags(False, version),
         *_inputs(inputs or {}),
-        "--noDataTransfers",
+        *transfer_flags(version),
         "--warmUp=0",
         "--duration=0",
         f"--iterations={iterations}",
@@ -129,12 +157,15 @@ def profile_command(
     ]
 
 
-def output_command(tool: str, engine: Path, out: Path, inputs: dict[str, Path]) -> list[str]:
-    """One inference of `inputs` (raw binary files), its outputs written to OUTPUT and the layer information to
-    LAYERS."""
+def output_command(
+    tool: str, engine: Path, out: Path, inputs: dict[str, Path], version: str | None = None
+) -> list[str]:
+    """One enqueued inference of `inputs` (raw binary files), its outputs written to OUTPUT and the layer information
+    to LAYERS."""
     return [
         tool,
         f"--loadEngine={engine}",
+        *graph_flags(False, version),
         *_inputs(inputs),
         "--warmUp=0",
         "--duration=0",
@@ -182,9 +213,10 @@ class TraceFileError(FileError):
 
 def read_compute_ms(path: Path) -> list[float]:
     """Reading trtexec's `--exportTimes` trace: a JSON list with one object per timed inference, holding
-    startInMs, endInMs, startComputeMs, endComputeMs, startOutMs, endOutMs, inMs, computeMs, outMs, latencyMs
-    and endToEndMs. Some versions put a `{"count": N}` object first. The samples are the per-query computeMs:
-    GPU compute time, the figure trtexec summarises as "GPU Compute Time"."""
+    startEnqMs, endEnqMs, startH2dMs, endH2dMs, startComputeMs, endComputeMs, startD2hMs, endD2hMs, h2dMs,
+    computeMs, d2hMs and latencyMs (sampleReporting.cpp's exportJSONTrace, unchanged from 7.1 to 11.x). A
+    `{"count": N}` object first is taken as a count. The samples are the per-query computeMs: GPU compute time, the
+    figure trtexec summarises as "GPU Compute Time"."""
     data = read_json(path, TraceFileError)
     if not isinstance(data, list):
         raise TraceFileError(path, "expected a JSON list of per-inference objects (trtexec --exportTimes)")
