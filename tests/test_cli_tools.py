@@ -5,6 +5,7 @@ floors file that the next run judges with, `selfcheck`, `export`; and the floors
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -201,6 +202,19 @@ def test_selfcheck_compares_the_plugins_timer_with_a_plain_loop(capsys: pytest.C
     assert "plugin / plain loop: " in out and "the timers agree within 90.0%" in out
     assert main(["selfcheck", "--rounds", "2", "--slice-ms", "10"]) == 2
     assert "run with --rounds 6 or more" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("backend", ["tensorrt", "trtexec"])
+def test_a_backend_selfcheck_says_what_it_would_do_where_it_cannot_run(
+    backend: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["selfcheck", "--backend", backend]) == 2
+    out = capsys.readouterr().out
+    assert f"vitperf selfcheck --backend {backend}: builds each precision's engine" in out
+    assert re.search(rf"\$ pytest --gpu-bench suites/test_vit_latency.py --vitperf-backend={backend} "
+                     r"--vitperf-models=vit_base_patch16_224 --vitperf-batch-sizes=8 "
+                     r"--vitperf-precisions=fp32,fp16,bf16,fp8,int8 --vitperf-rounds=3 --vitperf-floors=\S+", out)
+    assert re.search(rf"it cannot run here: {backend} is not (installed|on PATH)", out)
 
 
 def test_export_writes_a_recipes_onnx(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

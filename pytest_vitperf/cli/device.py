@@ -12,6 +12,8 @@ from pytest_vitperf.cli import argtypes
 from pytest_vitperf.options.parsers import parse_threshold
 from pytest_vitperf.report.tables import table
 
+BACKENDS = ("torch", "tensorrt", "tensorrt-rtx", "trtexec", "trtexec-rtx")
+
 
 def _capabilities(args: argparse.Namespace) -> int:
     from pytest_vitperf.core.precision import matrix_rows
@@ -107,6 +109,8 @@ def _plain_loop(launch: Callable[[], None], stream: Any, ms: float) -> list[floa
 def _selfcheck(args: argparse.Namespace) -> int:
     """The plugin's sampler and a plain loop time one engine in alternating rounds (ABBA); the ratio of their medians
     gets an interval over the rounds, which must lie within the tolerance of 1."""
+    if args.backend != "torch":
+        return _backend_selfcheck(args)
     import statistics
 
     from pytest_vitperf.core.settings import Settings
@@ -151,18 +155,61 @@ def _selfcheck(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
+SELFCHECK_PRECISIONS = "fp32,fp16,bf16,fp8,int8"  # what a Hopper or Ada GPU builds; others skip with their reason
+
+
+def _backend_selfcheck(args: argparse.Namespace) -> int:
+    """A first contact with a TensorRT-family backend: the latency suite on one model and batch, each precision built,
+    captured, timed and its output held against the FP32 model's, in one fresh process and without floors (a
+    working backend on a GPU without floors must not fail one). Where the backend cannot run, what it would do."""
+    import json
+    import shlex
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    from pytest_vitperf.engines.backends import get_backend
+    from pytest_vitperf.measure.env import probe_device
+    from pytest_vitperf.options import LATENCY_SUITE
+
+    work = Path(tempfile.gettempdir()) / f"vitperf-selfcheck-{args.backend}"  # kept: a second run finds its plans
+    precisions = f"fp16,{args.precision}" if args.precision else SELFCHECK_PRECISIONS
+    cmd = ["pytest", "--gpu-bench", str(Path("suites") / LATENCY_SUITE), f"--vitperf-backend={args.backend}",
+           f"--vitperf-models={args.model or 'vit_base_patch16_224'}", f"--vitperf-batch-sizes={args.batch or 8}",
+           f"--vitperf-precisions={precisions}", "--vitperf-rounds=3", f"--vitperf-floors={work / 'floors.json'}",
+           f"--vitperf-cache-dir={work / 'cache'}", "-p", "no:cacheprovider", "-rs"]  # fmt: skip
+    print(f"vitperf selfcheck --backend {args.backend}: builds each precision's engine, captures it in a CUDA "
+          "graph, times it against FP16 in 3 rounds, checks its output against the FP32 model's (the precision's "
+          f"accuracy bound) and prints the summary, in one fresh process (about ten minutes):\n  $ {shlex.join(cmd)}")
+    reason = get_backend(args.backend).unavailable_reason(probe_device(0))
+    if reason is not None:
+        print(f"it cannot run here: {reason}")
+        return 2
+    if not Path(cmd[2]).is_file():
+        print(f"vitperf selfcheck: no {cmd[2]} here; run it from the project's folder", file=sys.stderr)
+        return 2
+    work.mkdir(exist_ok=True)
+    (work / "floors.json").write_text(json.dumps({"schema": 1, "floors": []}))
+    return subprocess.run([sys.executable, "-m", *cmd], check=False).returncode
+
+
 def add(sub: Any) -> None:
     """The device subcommands."""
     sub.add_parser("capabilities", help="print the precision capability matrix").set_defaults(func=_capabilities)
     env = sub.add_parser("env", help="print the device, driver and versions a run would record, and what it would skip")
-    env.add_argument("--backend", default="auto", choices=("auto", "torch", "tensorrt", "tensorrt-rtx", "trtexec",
-                     "trtexec-rtx"), help="as --vitperf-backend: the backend a run would use (auto)")
+    env.add_argument("--backend", default="auto", choices=("auto", *BACKENDS),
+                     help="as --vitperf-backend: the backend a run would use (auto)")
     env.set_defaults(func=_env)
 
-    chk = sub.add_parser("selfcheck", help="does the plugin's timer agree with a plain loop on this machine?")
+    chk = sub.add_parser("selfcheck", help="does the plugin's timer agree with a plain loop on this machine? "
+                         "With --backend, a first run of that backend: each precision built, timed, checked")
+    chk.add_argument("--backend", choices=BACKENDS, default="torch",
+                     help="torch: the timer against a plain loop; another: that backend's self-test (torch)")
     chk.add_argument("--model", type=argtypes.model, help="default: vit_base_patch16_224 on a GPU, vit_tiny on a CPU")
-    chk.add_argument("--precision", type=argtypes.precision, help="default: fp16 on a GPU, fp32 on a CPU")
-    chk.add_argument("--batch", type=int, help="default: 64 on a GPU, 1 on a CPU")
+    chk.add_argument("--precision", type=argtypes.precision, help="default: fp16 on a GPU, fp32 on a CPU; with "
+                     f"--backend, the one to check beside FP16 (default: {SELFCHECK_PRECISIONS})")
+    chk.add_argument("--batch", type=int, help="default: 64 on a GPU, 1 on a CPU, 8 with --backend")
     chk.add_argument("--compile", choices=("auto", "off", "default"), default="off", help="torch.compile (off)")
     chk.add_argument("--rounds", type=int, default=10, help="alternating rounds of the two timers (10)")
     chk.add_argument("--slice-ms", type=float, default=300.0, help="each timer's time per round (300)")
