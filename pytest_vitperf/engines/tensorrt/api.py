@@ -40,6 +40,7 @@ class Usage:
     keywords: tuple[str, ...] = ()
     guarded: bool = False  # only reached under hasattr/getattr with a default: absence is handled
     rtx_only: bool = False  # inside `if rtx ...:`, a TensorRT-RTX path (plan.build_plan's flag)
+    owner: str | None = None  # the class it is looked up on ("" the module); None where the walker cannot tell
 
 
 def _key(node: ast.AST) -> str | None:
@@ -151,13 +152,72 @@ def _rtx_lines(tree: ast.AST) -> set[int]:
     return lines
 
 
-def usages(path: Path) -> list[Usage]:
-    """Every TensorRT attribute the module at `path` reaches, with how it is called there."""
+Returns = dict[tuple[str, str], str]  # (class, method or property) -> the TensorRT class it returns
+
+
+def _class_of(node: ast.AST, types: dict[str, str], returns: Returns) -> str | None:
+    """The TensorRT class `node` evaluates to: `trt.Cls(...)` is a Cls, `x.method(...)` what the method of x's class
+    returns, a key what it was assigned."""
+    if isinstance(node, ast.Call):
+        node = node.func
+    if isinstance(node, ast.Attribute) and _key(node.value) in ROOTS:
+        return node.attr  # trt.Cls, or trt.Cls(...)
+    if isinstance(node, ast.Attribute) and _key(node) not in types:
+        owner = _class_of(node.value, types, returns)
+        return returns.get((owner, node.attr)) if owner else None
+    key = _key(node)
+    return types.get(key) if key is not None else None
+
+
+def _types(tree: ast.Module, returns: Returns) -> dict[ast.AST, dict[str, str]]:
+    """For each function, the TensorRT class of each key whose class can be told: assignments and the parameters of
+    the module's own methods, followed to a fixed point like `_known`."""
+    functions = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]
+    by_name = {f.name: f for f in functions}
+    scopes: list[ast.AST] = [tree, *functions]
+    shared: dict[str, str] = {}
+    local: dict[ast.AST, dict[str, str]] = {s: {} for s in scopes}
+    changed = True
+    while changed:
+        changed = False
+        for scope in scopes:
+            for node in _walk(scope):
+                types = {**shared, **local[scope]}
+                pairs: list[tuple[ast.AST, dict[str, str], str]] = []  # (value, where the key goes, key)
+                if isinstance(node, ast.Assign):
+                    for target in node.targets:
+                        key = _key(target)
+                        if key is not None:
+                            pairs.append((node.value, shared if key.startswith("self.") else local[scope], key))
+                elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                    called = by_name.get(node.func.attr) if _key(node.func.value) == "self" else None
+                    if called is not None:
+                        params = [a.arg for a in called.args.args if a.arg != "self"]
+                        pairs += [(arg, local[called], p) for p, arg in zip(params, node.args, strict=False)]
+                for value, where, key in pairs:
+                    cls = _class_of(value, types, returns)
+                    if cls is not None and where.get(key) != cls:
+                        where[key] = cls
+                        changed = True
+    return {s: {**shared, **local[s]} for s in scopes}
+
+
+def _owner(node: ast.Attribute, types: dict[str, str], returns: Returns) -> str | None:
+    if _key(node.value) in ROOTS:
+        return ""
+    return _class_of(node.value, types, returns)
+
+
+def usages(path: Path, returns: Returns | None = None) -> list[Usage]:
+    """Every TensorRT attribute the module at `path` reaches, with how it is called there; with `returns` (what each
+    method returns, `returns_of`), the class each is looked up on, where it can be told."""
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
     guarded, rtx = _guarded_names(tree), _rtx_lines(tree)
+    typed = _types(tree, returns) if returns is not None else {}
     found: dict[tuple[str, int, int], Usage] = {}
     for scope, known in _known(tree).items():
         calls = {id(n.func): n for n in _walk(scope) if isinstance(n, ast.Call)}
+        types = typed.get(scope, {})
         for node in _walk(scope):
             if isinstance(node, ast.Attribute) and _is_trt(node.value, known):
                 call = calls.get(id(node))
@@ -168,14 +228,80 @@ def usages(path: Path) -> list[Usage]:
                     () if call is None else tuple(k.arg for k in call.keywords if k.arg is not None),
                     node.attr in guarded,
                     node.lineno in rtx,
+                    _owner(node, types, returns) if returns is not None else None,
                 )
                 found[(node.attr, node.lineno, node.col_offset)] = u
             elif isinstance(node, ast.ClassDef) and any(_is_trt(b, known) for b in node.bases):
+                base = next((b.attr for b in node.bases if isinstance(b, ast.Attribute)), None)
                 for item in node.body:  # overrides: TensorRT calls them by these names
                     if isinstance(item, ast.FunctionDef) and not item.name.startswith("__"):
-                        positional = len(item.args.args) - 1  # without self
-                        found[(item.name, item.lineno, 0)] = Usage(item.name, f"{path.name}:{item.lineno}", positional)
+                        where, positional = f"{path.name}:{item.lineno}", len(item.args.args) - 1  # without self
+                        owner = base if returns is not None else None
+                        found[(item.name, item.lineno, 0)] = Usage(item.name, where, positional, owner=owner)
     return sorted(found.values(), key=lambda u: (u.name, u.where))
+
+
+_RETURNS = re.compile(r"^(?:\d+\. )?(\w+)\(self: [\w.]+(?:, [^)]*)?\) -> (?:[\w.]+\.)?(\w+)\s*$", re.M)
+
+
+def returns_of(module: ModuleType) -> Returns:
+    """What each method of `module`'s classes returns, where it is one of the module's classes, read from the
+    signatures pybind11 wrote into their docstrings (TensorRT-RTX imports on a CPU; its classes are TensorRT's)."""
+    classes = {n for n, v in vars(module).items() if isinstance(v, type)}
+    out: Returns = {}
+    for name in classes:
+        for attr, value in vars(getattr(module, name)).items():
+            doc = getattr(value, "__doc__", None) or getattr(getattr(value, "fget", None), "__doc__", None) or ""
+            for m in _RETURNS.finditer(doc):
+                if m[2] in classes and m[1] in (attr, "fget", "<lambda>", ""):
+                    out[(name, attr)] = m[2]
+    return out
+
+
+def mismatched_in_api(used: Iterable[Usage], api: dict[str, Any], version: str) -> list[str]:
+    """One line per unguarded usage, outside TensorRT-RTX's own paths, that a TensorRT's Python API (tools/
+    trt_signatures.py's JSON of its pybind11 sources) does not have on the class it is looked up on, with an
+    overload that takes its arguments. Where the class cannot be told, any class that has the name will do."""
+    by_cpp = {entry["cpp"]: name for name, entry in api.items()}
+
+    def members(cls: str) -> dict[str, list[list[str] | None]]:
+        entry = api.get(cls, {"bases": [], "members": {}})
+        out = dict(entry["members"])
+        for base in entry["bases"]:
+            out = {**members(by_cpp.get(base, "")), **out}
+        return out
+
+    out = []
+    for u in used:
+        if u.guarded or u.rtx_only:
+            continue
+        if u.owner == "":
+            overloads = members(u.name).get("__init__") if u.name in api else None
+            if u.name not in api:
+                out.append(f"{u.where}: {u.name} is not in TensorRT {version}")
+                continue
+        elif u.owner:
+            overloads = members(u.owner).get(u.name)
+            if overloads is None:
+                out.append(f"{u.where}: {u.owner}.{u.name} is not in TensorRT {version}")
+                continue
+        else:
+            found = [members(c)[u.name] for c in api if u.name in members(c)]
+            if not found:
+                out.append(f"{u.where}: {u.name} is on no class of TensorRT {version}")
+                continue
+            overloads = [o for f in found for o in f]
+        if u.positional is None or overloads is None or any(o is None for o in overloads):
+            continue  # not called here, or an overload whose parameters the source does not name
+        given = u.positional + len(u.keywords)
+        fits = [o for o in overloads if o is not None and sum(not p.endswith("=") for p in o) <= given <= len(o)
+                and set(u.keywords) <= {p.rstrip("=") for p in o}]  # fmt: skip
+        if not fits:
+            shown = "; ".join(f"({', '.join(o)})" for o in overloads if o is not None)
+            where = f"{u.owner}.{u.name}" if u.owner else u.name
+            out.append(f"{u.where}: {where} called with {given} argument(s) {list(u.keywords)}; TensorRT {version} "
+                       f"takes {shown}")  # fmt: skip
+    return out
 
 
 def binding_names(library: bytes, python_sources: Iterable[str] = ()) -> set[str]:
