@@ -171,7 +171,7 @@ def test_the_stand_in_speaks_tensorrt_s_api() -> None:
     from pytest_vitperf.engines.tensorrt.api import Usage, mismatched_in_api
     from tests.test_trt_api import api
 
-    ours = {"HostCuda", "reset", "FAIL", "BUILD", "SM", "CUDA", "LOGGERS", "initialised"}
+    ours = {"HostCuda", "reset", "FAIL", "BUILD", "SM", "CUDA", "LOGGERS", "VERSION", "initialised"}
     table = api("10.16")
     used = []
     for cls_name, cls in vars(trt).items():
@@ -205,7 +205,7 @@ class StandInTensorRT(TensorRTBackend):
 
 
 def test_the_plan_cache_keys_the_sm_and_rebuilds_a_plan_the_runtime_refuses(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import timm
 
@@ -235,3 +235,23 @@ def test_the_plan_cache_keys_the_sm_and_rebuilds_a_plan_the_runtime_refuses(
     assert "vitperf: tensorrt could not deserialize the plan of vit_tiny_patch16_224 fp32 b1 (built by another " \
            "TensorRT build or for another GPU); discarded the cached plan and built it again" in err
     assert prepare().info["cache"] == "hit"
+    monkeypatch.delattr(trt, "__version__")  # a TensorRT whose version cannot be read: its plans are not cached
+    assert prepare().info["cache"] == "off"
+    monkeypatch.delattr(trt, "__version__")  # a TensorRT whose version cannot be read: its plans are not cached
+    assert prepare().info["cache"] == "off"
+
+
+def test_a_family_released_for_memory_gives_its_engines_buffers_back() -> None:
+    """The session drops a family whose engines do not fit together; torch.cuda.empty_cache frees none of what a
+    TensorRT engine took through the CUDA runtime, so release() closes it, behind an injected delay too."""
+    from pytest_vitperf.engines.delay import DelayedEngine
+    from pytest_vitperf.session import VitperfSession
+
+    session = VitperfSession(Settings())
+    plain, delayed = engine().allocate(), DelayedEngine(engine("int8").allocate(), 0.01, lambda: None, {})
+    session._engines[("vit", "fp16", 2, session.backend.name, 0)] = plain
+    session._engines[("vit", "int8", 2, session.backend.name, 0)] = delayed  # type: ignore[assignment]
+    assert trt.CUDA.live()["buffers"] == 8
+    session.release("vit", "fp16", 2)
+    session.release("vit", "int8", 2)
+    assert trt.CUDA.live() == {"buffers": 0, "streams": 0, "graphs": 0}
