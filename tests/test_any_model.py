@@ -33,6 +33,36 @@ def test_names_are_taken_as_given_and_checked_against_timm_with_the_closest_name
     assert family_of("x.py::test_gemm_speed[gemm-m128-n4096-k4096-bf16]") is None
 
 
+def test_random_layer_scale_gains_are_set_as_a_trained_model_s_and_the_header_says_so(
+    suite: pytest.Pytester, tmp_path: Path
+) -> None:
+    """timm starts DeiT-3's LayerScale at 1e-6, subnormal in FP16: with random weights its FP16 engine failed the
+    accuracy bound (cosine 0.99901 against 0.9999 on a CPU). With the gains as a trained model's, FP16 has its rows;
+    weights from a file keep their own gains."""
+    import torch
+
+    from pytest_vitperf.engines.models.zoo import TRAINED_LAYER_SCALE, weights_note
+
+    gains = [p for n, p in build_model("deit3_small_patch16_224").named_parameters() if n.endswith("gamma")]
+    assert len(gains) == 24 and all(bool((g == TRAINED_LAYER_SCALE).all()) for g in gains)
+    own = build_model("deit3_small_patch16_224")
+    for name, p in own.named_parameters():
+        if name.endswith("gamma"):
+            p.data.fill_(0.37)
+    path = tmp_path / "deit3.pt"
+    torch.save(own.state_dict(), path)
+    loaded = build_model("deit3_small_patch16_224", weights=path)
+    assert all(bool((p == 0.37).all()) for n, p in loaded.named_parameters() if n.endswith("gamma"))
+    assert weights_note(["deit3_small_patch16_224", "vit_small_patch16_224"], [], []) == (
+        "deit3_small_patch16_224 (random weights, seed 0, LayerScale 0.1 as trained), vit_small_patch16_224 (random "
+        "weights, seed 0)")
+    out = suite.path / "run.json"
+    result = suite.runpytest(*FAST, "--vitperf-models=deit3_small_patch16_224", "--vitperf-precisions=fp32,fp16",
+                             f"--benchmark-json={out}")  # fmt: skip
+    result.assert_outcomes(passed=2)
+    assert {m.spec.precision for m in read_benchmark_json(out)} == {"fp32", "fp16"}
+
+
 def test_a_typo_is_one_line_with_the_closest_names(suite: pytest.Pytester) -> None:
     result = suite.runpytest(*FAST, "--vitperf-models=deit_smal_patch16_224")
     assert result.ret == pytest.ExitCode.USAGE_ERROR

@@ -127,9 +127,49 @@ def build_model(name: str, *, weights: str | Path | None = None, seed: int = SEE
         model = _pretrained(canonical, cfg)
     else:
         model = timm.create_model(canonical, pretrained=False, **cfg)
+        if weights is None:
+            like_trained(model)
     if weights is not None and weights != PRETRAINED:
         load_weights(model, canonical, Path(weights))
     return model.eval()
+
+
+# LayerScale's gain in random weights: CaiT's initial value for networks up to 18 blocks, where its residual branches
+# carry signal from the first step. timm starts DeiT-3 at 1e-6 and DINOv2 at 1e-5, below FP16's smallest normal
+# number (6.1e-5): with random weights the input's whole effect on the output rides on branches FP16 cannot hold, so an
+# FP16 engine computes something else and fails its accuracy bound. Trained models do not keep such gains.
+TRAINED_LAYER_SCALE = 0.1
+
+
+def _layer_scales(model: torch.nn.Module) -> list[torch.nn.Parameter]:
+    import torch
+
+    gains = (getattr(m, "gamma", None) for m in model.modules() if type(m).__name__.startswith("LayerScale"))
+    return [g for g in gains if isinstance(g, torch.nn.Parameter)]
+
+
+def like_trained(model: torch.nn.Module) -> int:
+    """Set a randomly initialised model's LayerScale gains to TRAINED_LAYER_SCALE; how many were set."""
+    import torch
+
+    scales = _layer_scales(model)
+    with torch.no_grad():
+        for gamma in scales:
+            gamma.fill_(TRAINED_LAYER_SCALE)
+    return len(scales)
+
+
+@functools.cache
+def has_layer_scale(name: str) -> bool:
+    """Whether timm's `name` has LayerScale gains (built on the meta device: no memory, a tenth of a second)."""
+    import timm
+    import torch
+
+    try:
+        with torch.device("meta"):
+            return bool(_layer_scales(timm.create_model(name, pretrained=False)))
+    except Exception:  # a name timm cannot build here says so where it is built, not in the header
+        return False
 
 
 def random_weights(name: str, weights: Iterable[tuple[str, str | Path]], registered: Iterable[str]) -> bool:
@@ -147,7 +187,10 @@ def weights_note(models: Iterable[str], weights: Iterable[tuple[str, str | Path]
             return f"{name} (registered by a conftest.py{'' if w is None else f', weights {w}'})"
         if name == DIGITS_MODEL:
             return f"{name} (trained on scikit-learn's digits)"
-        return f"{name} ({f'random weights, seed {SEED}' if w is None else 'pretrained' if w == PRETRAINED else w})"
+        if w is None:
+            scaled = f", LayerScale {TRAINED_LAYER_SCALE:g} as trained" if has_layer_scale(name) else ""
+            return f"{name} (random weights, seed {SEED}{scaled})"
+        return f"{name} ({'pretrained' if w == PRETRAINED else w})"
 
     return ", ".join(one(m) for m in models)
 
