@@ -99,6 +99,11 @@ class _Durations:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         node = getattr(report, "node", None)  # xdist's worker on the controller
         self.session.placement.ran(report.nodeid, report.duration, node.gateway.id if node else "this process")
+        from pytest_vitperf.results import not_passed
+
+        how = not_passed(report)
+        if how is not None:
+            self.session.not_passed.setdefault(report.nodeid, how)
 
 
 def _interrupted(session: VitperfSession, signum: int) -> KeyboardInterrupt:

@@ -51,6 +51,7 @@ def export(vs: VitperfSession, worker: str) -> dict[str, Any]:
             "store_baselines": s.store_baselines,
         },
         "outcomes": [o.to_dict() for o in vs.outcomes],
+        "not_passed": vs.not_passed,
         "writes": [w.to_dict() for w in vs.writes],
         "plans": [p.to_dict() for p in vs.plans],
         "accuracies": [a.to_dict() for a in vs.accuracies],
@@ -83,6 +84,7 @@ def merge(vs: VitperfSession, data: dict[str, Any]) -> list[tuple[Measurement, s
     vs.workers += [WorkerRecord(**w) for w in workers]
     vs.devices += [d for d in data.get("devices", []) if d not in vs.devices]
     vs.outcomes += [Outcome.from_dict(o) for o in data.get("outcomes", [])]
+    vs.not_passed = {**data.get("not_passed", {}), **vs.not_passed}  # an xdist controller saw its workers' already
     vs.writes += [Write.from_dict(w) for w in data.get("writes", [])]
     vs.plans += [PlanRecord(**p) for p in data.get("plans", [])]
     from pytest_vitperf.verdicts.accuracy import TaskAccuracy  # numpy: not at plugin load
@@ -176,3 +178,15 @@ def merged(paths: list[Path]) -> VitperfSession:
                            "a gate over part of a run passes what it never measured. Merge every shard's JSON once: "
                            "vitperf merge shard-*.json")  # fmt: skip
     return vs
+
+
+def not_passed(report: Any) -> dict[str, str] | None:
+    """How a test report did not pass, in one line (`vitperf ab` lists them beside its rows), or None: it passed."""
+    if report.skipped and isinstance(report.longrepr, tuple):
+        return {"outcome": "skipped", "line": str(report.longrepr[2]).removeprefix("Skipped: ")}
+    if not report.failed:
+        return None
+    crash = getattr(report.longrepr, "reprcrash", None)
+    line = getattr(crash, "message", None) or str(report.longrepr).strip().splitlines()[-1:] or ["no message"]
+    first = (line if isinstance(line, str) else line[0]).splitlines()[0]
+    return {"outcome": "failed" if report.when == "call" else f"error in {report.when}", "line": first[:300]}

@@ -1,5 +1,4 @@
-"""State for one pytest run: settings, the device and backend, engines, and what the run collects (measurements,
-speedup verdicts, baseline outcomes and writes). Deciding is done elsewhere: verdicts/."""
+"""State for one pytest run: settings, device, backend, engines and what the run collects; verdicts/ decides."""
 
 from __future__ import annotations
 
@@ -48,6 +47,7 @@ class VitperfSession:
         self.rows: list[RowVerdict] | None = None  # each row's record, judged once (results.decided)
         self.handed: dict[tuple[Any, str | None], RowVerdict] = {}  # rows a worker or shard judged (results.merge)
         self.outcomes: list[Outcome] = []
+        self.not_passed: dict[str, dict[str, str]] = {}  # node id -> how a test did not pass, in a line (results.py)
         self.writes: list[Write] = []
         self.plans: list[PlanRecord] = []
         self.accuracies: list[TaskAccuracy] = []

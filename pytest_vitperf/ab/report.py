@@ -106,6 +106,44 @@ def _records(path: Path) -> tuple[WorkerRecord, list[WorkerRecord]] | None:
     return own, workers or [own]
 
 
+def not_passed_in(work: Path) -> dict[str, dict[str, dict[str, str]]]:
+    """Per side, each test that failed or was skipped in any of its processes, with how (results.not_passed)."""
+    from pytest_vitperf.core.files import read_json
+    from pytest_vitperf.measure.measurement import BenchmarkJsonError
+
+    found: dict[str, dict[str, dict[str, str]]] = {"A": {}, "B": {}}
+    for path in sorted(work.glob("*-[AB].json")):
+        try:
+            results = read_json(path, BenchmarkJsonError)["machine_info"]["vitperf"]["results"]
+        except (BenchmarkJsonError, KeyError, TypeError):
+            continue
+        for node, how in (results.get("not_passed") or {}).items():
+            found[path.stem[-1]].setdefault(node, how)
+    return found
+
+
+def not_passed_lines(found: Mapping[str, Mapping[str, Mapping[str, str]]]) -> list[str]:
+    """The tests that did not pass, grouped by how and on which side: one side's failure is a finding of its own."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for node in sorted(set(found["A"]) | set(found["B"])):
+        hows = {side: found[side][node] for side in "AB" if node in found[side]}
+        if len(hows) == 2 and hows["A"]["outcome"] == hows["B"]["outcome"]:
+            said = f"{hows['B']['outcome']} on both sides"
+        else:
+            said = ", ".join(f"{how['outcome']} on {side}" for side, how in hows.items()) + " only" * (len(hows) == 1)
+        line = (hows.get("B") or hows["A"])["line"]
+        groups.setdefault((said, line), []).append(node.rpartition("::")[2])
+    if not groups:
+        return []
+    lines = [f"- {said}: {', '.join(nodes)}: {line}" for (said, line), nodes in groups.items()]
+    return ["", "Tests that did not pass, so their rows are missing (a failure on one side only is a finding of its "
+            "own; B failing a test A passes fails the gate):", *lines]  # fmt: skip
+
+
+def failed_on_b_only(found: Mapping[str, Mapping[str, Mapping[str, str]]]) -> bool:
+    return any(how["outcome"] != "skipped" and node not in found["A"] for node, how in found["B"].items())
+
+
 def round_time(work: Path) -> dict[str, WorkerRecord]:
     """Per side, where a round's process spent its time: each field the median over the side's rounds, as the
     processes recorded it in their JSON (the plugin's own clock, from its start)."""
@@ -207,7 +245,7 @@ def report(rows: list[Row], device: str, rounds: int, looks: int, work: Path, ar
     from pytest_vitperf.ab.explain import as_json
     from pytest_vitperf.ab.explain import markdown as explanations
     from pytest_vitperf.ab.formats import github_action_benchmark, markdown
-    from pytest_vitperf.verdicts.ab import STATE, STATE_ROW, exit_code
+    from pytest_vitperf.verdicts.ab import EXIT_SLOWER, STATE, STATE_ROW, exit_code
 
     facts = {"a": args.a, "b": args.b, "device": device, "threshold": args.threshold, "confidence": args.confidence,
              "rounds": rounds, "looks": looks, "compile": compile_mode(args.pytest_args),
@@ -216,6 +254,8 @@ def report(rows: list[Row], device: str, rounds: int, looks: int, work: Path, ar
     lines = markdown(rows, facts) + open_rows_line(rows, rounds, args, times) + ready_line(ready, loads)
     lines += time_lines(times, prepares) if times or prepares else []
     lines += late_line(work)
+    not_passed = not_passed_in(work)
+    lines += not_passed_lines(not_passed)
     away = f"every row {STATE_ROW:.0%} or more one way from the side's medians, {STATE:.0%} on average"
     lines += ["", f"Not judged, their families run in two states ({away}): {'; '.join(odd)}"] if odd else []
     lines += ["", f"Set aside, in another state ({away}, and the family's others so found the same way; its round "
@@ -223,6 +263,7 @@ def report(rows: list[Row], device: str, rounds: int, looks: int, work: Path, ar
     lines += ["", *explanations(explained)] if explained else []
     print("\n".join(lines))
     code = exit_code(rows)
+    code = EXIT_SLOWER if failed_on_b_only(not_passed) and code != EXIT_SLOWER else code
     why = {"explain": as_json(explained)} if explained else {}
     outputs = {args.markdown: "\n".join(lines) + "\n",
                args.json: json.dumps({**facts, "work_dir": str(work), "exit": code,
@@ -230,7 +271,8 @@ def report(rows: list[Row], device: str, rounds: int, looks: int, work: Path, ar
                                       "round_time": {side: asdict(w) for side, w in times.items()},
                                       "prepare_time": {side: {**p, "slowest": asdict(p["slowest"])}
                                                        for side, p in prepares.items()},
-                                      "other_states": list(odd), "set_aside": list(aside), **why},
+                                      "other_states": list(odd), "set_aside": list(aside),
+                                      "not_passed": not_passed, **why},
                                      indent=1),
                args.export: json.dumps(github_action_benchmark(rows), indent=1)}  # fmt: skip
     for path, text in outputs.items():

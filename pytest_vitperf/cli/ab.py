@@ -12,7 +12,7 @@ from pytest_vitperf.verdicts.ab import EXIT_SAME, EXIT_SLOWER, EXIT_UNKNOWN, THR
 
 EXIT_CODES = f"""exit codes:
   {EXIT_SAME}    every row SAME or FASTER: the candidate passes
-  {EXIT_SLOWER}    a row SLOWER: the candidate fails
+  {EXIT_SLOWER}    a row SLOWER, or a test A passes fails on B: the candidate fails
   2    no verdict: bad arguments, a side's process failed, a work folder held by another run, a store not written
   {EXIT_UNKNOWN}    no row SLOWER, but a row UNKNOWN once the budget was spent: not passed; more rounds would tell
        (--resume --work-dir DIR --budget-s MORE)
