@@ -35,8 +35,8 @@ class EngineBuildError(RuntimeError):
 
 @dataclass(frozen=True)
 class BuildOptions:
-    # "sm_90": TensorRT builds for the GPU at hand, and its plan runs on that SM only; "SM120" etc.: TensorRT-RTX's
-    # ahead-of-time builds; "native": trtexec's, for the GPU at hand
+    # "sm_90": TensorRT (or trtexec) builds for the GPU at hand, and its plan runs on that SM only; "SM120" etc.:
+    # TensorRT-RTX's ahead-of-time builds; "native": the GPU at hand, unnamed
     target: str = "native"
     optimization_level: int | None = None  # builder optimization level 0-5; None: the builder's default
     sparse_weights: bool = False  # SPARSE_WEIGHTS, for 2:4 sparse engines
