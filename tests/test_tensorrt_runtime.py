@@ -111,6 +111,16 @@ def test_each_call_tensorrt_answers_false_stops_the_engine(fail: str, when: str,
         assert trt.CUDA.live() == {"buffers": 0, "streams": 0, "graphs": 0}
 
 
+def test_out_of_memory_while_allocating_gives_back_what_was_taken(monkeypatch: pytest.MonkeyPatch) -> None:
+    def oom(nbytes: int) -> int:
+        raise RuntimeError("CUDA call failed: cudaErrorMemoryAllocation")
+
+    monkeypatch.setattr(trt.CUDA, "pinned", oom)
+    with pytest.raises(RuntimeError, match="cudaErrorMemoryAllocation"):
+        engine().allocate()
+    assert trt.CUDA.live() == {"buffers": 0, "streams": 0, "graphs": 0}  # the device buffer taken first, given back
+
+
 def test_an_enqueue_that_fails_after_allocate_is_not_timed_as_nothing() -> None:
     e = engine(cuda_graph=False).allocate()
     trt.FAIL.add("execute_async_v3")

@@ -103,9 +103,10 @@ class TrtEngine:
             name = self._engine.get_tensor_name(i)
             dtype = torch_dtype(self._engine.get_tensor_dtype(name), name)
             is_input = self._engine.get_tensor_mode(name) == self.trt.TensorIOMode.INPUT
-            t = IOTensor(name, tuple(self._context.get_tensor_shape(name)), dtype, 0, 0, is_input)
-            t.device, t.host = cuda.malloc(t.nbytes), cuda.pinned(t.nbytes)
-            self._tensors[name] = t
+            t = self._tensors[name] = IOTensor(name, tuple(self._context.get_tensor_shape(name)), dtype, 0, 0,
+                                               is_input)  # fmt: skip
+            t.device = cuda.malloc(t.nbytes)  # held as soon as taken: close() gives back what an OOM left
+            t.host = cuda.pinned(t.nbytes)
             self._bind(self._context, t)
         for t in self._inputs():
             self._put(t, fixed_input(t.shape))  # resident: no transfers timed
@@ -187,8 +188,10 @@ class TrtEngine:
             cuda.destroy_graph(self._graph, self._graph_exec)
             self._graph = self._graph_exec = None
         for t in self._tensors.values():
-            cuda.free(t.device)
-            cuda.free_pinned(t.host)
+            if t.device:
+                cuda.free(t.device)
+            if t.host:
+                cuda.free_pinned(t.host)
         self._tensors = {}
         if self.stream is not None:
             cuda.destroy_stream(self.stream)
