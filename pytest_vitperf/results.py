@@ -186,7 +186,7 @@ def not_passed(report: Any) -> dict[str, str] | None:
         return {"outcome": "skipped", "line": str(report.longrepr[2]).removeprefix("Skipped: ")}
     if not report.failed:
         return None
-    crash = getattr(report.longrepr, "reprcrash", None)
-    line = getattr(crash, "message", None) or str(report.longrepr).strip().splitlines()[-1:] or ["no message"]
-    first = (line if isinstance(line, str) else line[0]).splitlines()[0]
-    return {"outcome": "failed" if report.when == "call" else f"error in {report.when}", "line": first[:300]}
+    crash = getattr(report.longrepr, "reprcrash", None)  # the exception's line, where pytest has one
+    lines = str(crash.message if crash else report.longrepr).strip().splitlines() or ["no message"]
+    line = lines[0] if crash else lines[-1]
+    return {"outcome": "failed" if report.when == "call" else f"error in {report.when}", "line": line[:300]}

@@ -90,33 +90,41 @@ def processes_in_states(found: States, gpu: str | None = None) -> tuple[list[str
     return named({k: [f for f in fs if f in found.mixed] for k, fs in found.found.items()}), named(found.aside)
 
 
-def _records(path: Path) -> tuple[WorkerRecord, list[WorkerRecord]] | None:
-    """A process's record of its time (machine_info.vitperf.process) and its xdist workers' (itself where it ran
-    none), as it wrote them in its JSON; None for an older plugin's JSON, or a process that wrote none."""
+def _vitperf(path: Path) -> dict[str, Any] | None:
+    """What the plugin wrote of a process into its JSON (machine_info.vitperf); None where it wrote nothing
+    readable: an older plugin's JSON, or a process cut off mid-write."""
     from pytest_vitperf.core.files import read_json
     from pytest_vitperf.measure.measurement import BenchmarkJsonError
-    from pytest_vitperf.workers import WorkerRecord
 
     try:
         vitperf = read_json(path, BenchmarkJsonError)["machine_info"]["vitperf"]
+    except (BenchmarkJsonError, KeyError, TypeError):
+        return None
+    return vitperf if isinstance(vitperf, dict) else None
+
+
+def _records(path: Path) -> tuple[WorkerRecord, list[WorkerRecord]] | None:
+    """A process's record of its time (machine_info.vitperf.process) and its xdist workers' (itself where it ran
+    none), as it wrote them in its JSON; None for an older plugin's JSON, or a process that wrote none."""
+    from pytest_vitperf.workers import WorkerRecord
+
+    vitperf = _vitperf(path)
+    if vitperf is None:
+        return None
+    try:
         own = WorkerRecord(**vitperf["process"])
         workers = [WorkerRecord(**w) for w in (vitperf.get("results") or {}).get("workers") or []]
-    except (BenchmarkJsonError, KeyError, TypeError, AttributeError):
+    except (KeyError, TypeError, AttributeError):
         return None
     return own, workers or [own]
 
 
 def not_passed_in(work: Path) -> dict[str, dict[str, dict[str, str]]]:
-    """Per side, each test that failed or was skipped in any of its processes, with how (results.not_passed)."""
-    from pytest_vitperf.core.files import read_json
-    from pytest_vitperf.measure.measurement import BenchmarkJsonError
-
+    """Per side, each test that failed or was skipped in any of its processes (on any GPU's folder with --gpus), with
+    how (results.not_passed)."""
     found: dict[str, dict[str, dict[str, str]]] = {"A": {}, "B": {}}
-    for path in sorted(work.glob("*-[AB].json")):
-        try:
-            results = read_json(path, BenchmarkJsonError)["machine_info"]["vitperf"]["results"]
-        except (BenchmarkJsonError, KeyError, TypeError):
-            continue
+    for path in sorted(work.rglob("*-[AB].json")):
+        results = (_vitperf(path) or {}).get("results") or {}
         for node, how in (results.get("not_passed") or {}).items():
             found[path.stem[-1]].setdefault(node, how)
     return found

@@ -74,13 +74,13 @@ class TrtEngine:
         give back what was taken."""
         from pytest_vitperf.engines.tensorrt.cuda import CudaPython
 
-        self.cuda = self.cuda or CudaPython()
+        self._cuda: CudaRuntime = self.cuda or CudaPython()
         self._tensors: dict[str, IOTensor] = {}
         self._graph: Any = None
         self._graph_exec: Any = None
         self.stream: Any = None
         try:
-            self._allocate(self.cuda)
+            self._allocate(self._cuda)
         except BaseException:
             self.close()
             raise
@@ -124,44 +124,40 @@ class TrtEngine:
 
     def _capture(self) -> None:
         """One enqueue captured into a CUDA graph; a context TensorRT-RTX says it cannot capture stays on enqueue."""
-        assert self.cuda is not None
         capturable = getattr(self._context, "is_stream_capturable", None)
         if capturable is not None and not capturable(self.stream):
             self.info["mode"] = "enqueue (TensorRT-RTX cannot capture this context in a CUDA graph)"
             return
-        self.cuda.begin_capture(self.stream)
+        self._cuda.begin_capture(self.stream)
         try:
             done = self._context.execute_async_v3(self.stream)
         finally:
-            graph = self.cuda.end_capture(self.stream)  # the stream leaves capture mode whatever happened
+            graph = self._cuda.end_capture(self.stream)  # the stream leaves capture mode whatever happened
         if not done:
             raise self._failed("could not enqueue inside a CUDA graph capture")
-        self._graph, self._graph_exec = graph, self.cuda.instantiate(graph)
+        self._graph, self._graph_exec = graph, self._cuda.instantiate(graph)
 
     def _inputs(self) -> list[IOTensor]:
         return [t for t in self._tensors.values() if t.is_input]
 
     def _put(self, t: IOTensor, x: torch.Tensor) -> None:
-        assert self.cuda is not None
         t.staged().copy_(x.reshape(t.shape).to(t.dtype))
-        self.cuda.to_device(t.device, t.host, t.nbytes, self.stream)
-        self.cuda.synchronize(self.stream)  # the staging buffer is reused by the next copy
+        self._cuda.to_device(t.device, t.host, t.nbytes, self.stream)
+        self._cuda.synchronize(self.stream)  # the staging buffer is reused by the next copy
 
     def launch(self) -> None:
         if self._graph_exec is not None:
-            assert self.cuda is not None
-            self.cuda.launch_graph(self._graph_exec, self.stream)
+            self._cuda.launch_graph(self._graph_exec, self.stream)
         else:
             self._enqueue(self._context, "a run")
 
     def output(self) -> torch.Tensor:
-        assert self.cuda is not None
         if not self._tensors:
             raise VitperfError(f"this {self.precision} engine was released; prepare it again")
         self.launch()
         t = next(t for t in self._tensors.values() if not t.is_input)
-        self.cuda.to_host(t.host, t.device, t.nbytes, self.stream)
-        self.cuda.synchronize(self.stream)
+        self._cuda.to_host(t.host, t.device, t.nbytes, self.stream)
+        self._cuda.synchronize(self.stream)
         return t.staged().float().clone()
 
     def run(self, x: torch.Tensor) -> torch.Tensor:
@@ -179,9 +175,9 @@ class TrtEngine:
     def close(self) -> None:
         """Give back what allocate() took: the graph, the buffers, the stream, then the context, engine and runtime
         (torch.cuda.empty_cache frees none of these)."""
-        cuda = self.cuda
-        if cuda is None or not hasattr(self, "_tensors"):
+        if not hasattr(self, "_tensors"):
             return
+        cuda = self._cuda
         if self.stream is not None:
             cuda.synchronize(self.stream)
         if self._graph_exec is not None:
@@ -252,7 +248,6 @@ class TrtEngine:
             def report_layer_time(self, layer_name: str, ms: float) -> None:
                 totals[layer_name] = totals.get(layer_name, 0.0) + ms
 
-        assert self.cuda is not None
         context = self._engine.create_execution_context()  # its own context: the timed one stays unprofiled
         for t in self._tensors.values():
             self._bind(context, t)
@@ -260,7 +255,7 @@ class TrtEngine:
         context.profiler = profiler
         for _ in range(runs):
             self._enqueue(context, "a profiled run")
-            self.cuda.synchronize(self.stream)
+            self._cuda.synchronize(self.stream)
         del context
         return [LayerTime(name, ms / runs) for name, ms in totals.items()]
 
@@ -358,22 +353,25 @@ class _TensorRTFamily:
     ) -> Engine:
         from pytest_vitperf.engines.tensorrt.plan import PlanCache
 
+        trt = importlib.import_module(self.module)
         model = model.to(device.torch_device)
-        for attempt in (1, 2):
+
+        def built() -> tuple[BuildResult, TrtEngine]:
             result, info, _ = self.build(model, model_name=model_name, precision=precision, batch=batch,
                                          target=self.target(device), cache=settings.cache_dir)  # fmt: skip
-            trt = importlib.import_module(self.module)
-            engine = TrtEngine(self.name, model_name, precision, batch, trt, result.plan, settings.cuda_graph, info,
-                               self.cuda)  # fmt: skip
-            try:
-                return engine.allocate()
-            except PlanRefused as refused:
-                if attempt == 2 or result.cache != "hit" or settings.cache_dir is None:
-                    raise
-                # The cache key names the version and SM, not the build: another build of one version, refused.
-                PlanCache(settings.cache_dir / "plans").discard(result.meta)
-                print(f"vitperf: {refused}; discarded the cached plan and built it again", file=sys.stderr)
-        raise AssertionError("unreachable")
+            return result, TrtEngine(self.name, model_name, precision, batch, trt, result.plan, settings.cuda_graph,
+                                     info, self.cuda)  # fmt: skip
+
+        result, engine = built()
+        try:
+            return engine.allocate()
+        except PlanRefused as refused:
+            if result.cache != "hit" or settings.cache_dir is None:
+                raise
+            # The cache key names the version and SM, not the build: another build of one version, refused.
+            PlanCache(settings.cache_dir / "plans").discard(result.meta)
+            print(f"vitperf: {refused}; discarded the cached plan and built it again", file=sys.stderr)
+        return built()[1].allocate()  # built afresh: a refusal now is not the cache's, and is raised
 
 
 class TensorRTBackend(_TensorRTFamily):

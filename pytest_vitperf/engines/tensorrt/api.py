@@ -90,13 +90,28 @@ def _guarded_names(tree: ast.AST) -> set[str]:
     return out
 
 
+def _functions(tree: ast.Module) -> tuple[list[ast.AST], dict[str, ast.FunctionDef]]:
+    """The module and its functions (the scopes), and the functions by name."""
+    functions = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]
+    return [tree, *functions], {f.name: f for f in functions}
+
+
+def _passed(node: ast.AST, by_name: dict[str, ast.FunctionDef]) -> list[tuple[ast.FunctionDef, str, ast.AST]]:
+    """For a call of one of the module's own methods (`self._bind(context, t)`): each parameter with its argument."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and _key(node.func.value) == "self"):
+        return []
+    called = by_name.get(node.func.attr)
+    if called is None:
+        return []
+    params = [a.arg for a in called.args.args if a.arg != "self"]
+    return [(called, p, arg) for p, arg in zip(params, node.args, strict=False)]
+
+
 def _known(tree: ast.Module) -> dict[ast.AST, set[str]]:
     """For each function (and the module), the keys that hold TensorRT objects: assignments, and the parameters of
     this module's functions called with one (`self._bind(context, t)`), followed to a fixed point; `self.x` keys are
     shared by all of a module's functions."""
-    functions = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]
-    by_name = {f.name: f for f in functions}
-    scopes: list[ast.AST] = [tree, *functions]
+    scopes, by_name = _functions(tree)
     shared = set(ROOTS)
     local: dict[ast.AST, set[str]] = {s: set(ROOTS) for s in scopes}
     changed = True
@@ -106,15 +121,10 @@ def _known(tree: ast.Module) -> dict[ast.AST, set[str]]:
             known = local[scope] | shared
             for node in _walk(scope):
                 targets: list[ast.AST] = []
-                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-                    called = by_name.get(node.func.attr) if _key(node.func.value) == "self" else None
-                    if called is not None:
-                        params = [a.arg for a in called.args.args if a.arg != "self"]
-                        for param, arg in zip(params, node.args, strict=False):
-                            if _is_trt(arg, known) and param not in local[called]:
-                                local[called].add(param)
-                                changed = True
-                    continue
+                for called, param, arg in _passed(node, by_name):
+                    if _is_trt(arg, known) and param not in local[called]:
+                        local[called].add(param)
+                        changed = True
                 if isinstance(node, ast.Assign):
                     targets, value = list(node.targets), node.value
                 elif isinstance(node, ast.With):
@@ -172,9 +182,7 @@ def _class_of(node: ast.AST, types: dict[str, str], returns: Returns) -> str | N
 def _types(tree: ast.Module, returns: Returns) -> dict[ast.AST, dict[str, str]]:
     """For each function, the TensorRT class of each key whose class can be told: assignments and the parameters of
     the module's own methods, followed to a fixed point like `_known`."""
-    functions = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]
-    by_name = {f.name: f for f in functions}
-    scopes: list[ast.AST] = [tree, *functions]
+    scopes, by_name = _functions(tree)
     shared: dict[str, str] = {}
     local: dict[ast.AST, dict[str, str]] = {s: {} for s in scopes}
     changed = True
@@ -183,17 +191,13 @@ def _types(tree: ast.Module, returns: Returns) -> dict[ast.AST, dict[str, str]]:
         for scope in scopes:
             for node in _walk(scope):
                 types = {**shared, **local[scope]}
-                pairs: list[tuple[ast.AST, dict[str, str], str]] = []  # (value, where the key goes, key)
+                # (value, where the key goes, key)
+                pairs = [(arg, local[called], p) for called, p, arg in _passed(node, by_name)]
                 if isinstance(node, ast.Assign):
                     for target in node.targets:
                         key = _key(target)
                         if key is not None:
                             pairs.append((node.value, shared if key.startswith("self.") else local[scope], key))
-                elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-                    called = by_name.get(node.func.attr) if _key(node.func.value) == "self" else None
-                    if called is not None:
-                        params = [a.arg for a in called.args.args if a.arg != "self"]
-                        pairs += [(arg, local[called], p) for p, arg in zip(params, node.args, strict=False)]
                 for value, where, key in pairs:
                     cls = _class_of(value, types, returns)
                     if cls is not None and where.get(key) != cls:
@@ -264,29 +268,30 @@ def mismatched_in_api(used: Iterable[Usage], api: dict[str, Any], version: str) 
     overload that takes its arguments. Where the class cannot be told, any class that has the name will do."""
     by_cpp = {entry["cpp"]: name for name, entry in api.items()}
 
-    def members(cls: str) -> dict[str, list[list[str] | None]]:
+    def inherited(cls: str) -> dict[str, list[list[str] | None]]:
         entry = api.get(cls, {"bases": [], "members": {}})
         out = dict(entry["members"])
         for base in entry["bases"]:
-            out = {**members(by_cpp.get(base, "")), **out}
+            out = {**inherited(by_cpp.get(base, "")), **out}
         return out
 
+    members = {cls: inherited(cls) for cls in api}
     out = []
     for u in used:
         if u.guarded or u.rtx_only:
             continue
         if u.owner == "":
-            overloads = members(u.name).get("__init__") if u.name in api else None
             if u.name not in api:
                 out.append(f"{u.where}: {u.name} is not in TensorRT {version}")
                 continue
+            overloads = members[u.name].get("__init__")
         elif u.owner:
-            overloads = members(u.owner).get(u.name)
+            overloads = members.get(u.owner, {}).get(u.name)
             if overloads is None:
                 out.append(f"{u.where}: {u.owner}.{u.name} is not in TensorRT {version}")
                 continue
         else:
-            found = [members(c)[u.name] for c in api if u.name in members(c)]
+            found = [m[u.name] for m in members.values() if u.name in m]
             if not found:
                 out.append(f"{u.where}: {u.name} is on no class of TensorRT {version}")
                 continue
