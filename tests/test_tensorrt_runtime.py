@@ -70,6 +70,8 @@ def test_the_runtime_path_from_allocate_to_release(precision: str) -> None:
     assert "blocks.0.attn.qkv" in times if precision != "fp16" else "head" in times
     d = e.describe()
     assert d["layers"] == len(times) and d["peak_bytes"] > d["engine_bytes"]
+    io = {t.is_input: t.device for t in e._tensors.values()}
+    assert d["addresses"] == {"input": io[True], "output": io[False]} and io[True] != io[False]
     assert {"fp8": "fp8", "int8": "int8", "fp16": "fp16"}[precision] in d["layer_precisions"]
     e.close()
     assert trt.CUDA.live() == {"buffers": 0, "streams": 0, "graphs": 0}

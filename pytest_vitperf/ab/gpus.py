@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_vitperf.ab.plan import host_prepare_workers, suite_args
 from pytest_vitperf.ab.report import processes_in_states, report
+from pytest_vitperf.ab.states import placement
 from pytest_vitperf.ab.turns import again, recorded
 from pytest_vitperf.core import processes
 
@@ -105,13 +106,16 @@ def split_over_gpus(commands: dict[str, list[str]], work: Path, args: argparse.N
         rounds, looks = 0, 1
         odd: list[str] = []  # the processes that ran a family in two states, and those families
         aside: list[str] = []  # and those set aside
+        placed: list[dict[str, Any]] = []  # where the processes of those families ran
         for gpu, _ in started:
             ran = json.loads((work / f"gpu{gpu}.json").read_text())
             rounds, looks = max(rounds, ran["rounds"]), max(looks, ran["looks"])
             judged += [replace(Row.from_dict(r), gpu=gpu) for r in ran["rows"]]
-            unjudged, set_aside = processes_in_states(states(_rounds(work / f"gpu{gpu}", ran["rounds"], args)), gpu)
+            found = states(_rounds(work / f"gpu{gpu}", ran["rounds"], args))
+            unjudged, set_aside = processes_in_states(found, gpu)
             odd += unjudged
             aside += set_aside
+            placed += placement(work / f"gpu{gpu}", found, gpu)
     except processes.Interrupted as exc:
         print(f"vitperf ab: {exc}, and every process it started has ended. Each GPU's rounds are kept in {work}; "
               f"resume with: {again(args, resume=True)}", file=sys.stderr)  # fmt: skip
@@ -126,4 +130,5 @@ def split_over_gpus(commands: dict[str, list[str]], work: Path, args: argparse.N
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     child.wait(timeout=60)
                 processes.end(child)
-    return report(judged, f"GPUs {', '.join(g for g, _ in started)}", rounds, looks, work, args, odd=odd, aside=aside)
+    return report(judged, f"GPUs {', '.join(g for g, _ in started)}", rounds, looks, work, args, odd=odd, aside=aside,
+                  placed=placed)

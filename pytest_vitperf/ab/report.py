@@ -247,12 +247,13 @@ def open_rows_line(
 
 def report(rows: list[Row], device: str, rounds: int, looks: int, work: Path, args: argparse.Namespace,
            explained: dict[str, Any] | None = None, odd: Sequence[str] = (),
-           aside: Sequence[str] = ()) -> int:  # fmt: skip
+           aside: Sequence[str] = (), placed: Sequence[Mapping[str, Any]] = ()) -> int:  # fmt: skip
     """The table (and --explain's findings) on stdout, --markdown, --json and --export written; the exit code of
-    the verdicts."""
+    the verdicts. `placed`: where the processes of families found in another state ran (ab/states.py)."""
     from pytest_vitperf.ab.explain import as_json
     from pytest_vitperf.ab.explain import markdown as explanations
     from pytest_vitperf.ab.formats import github_action_benchmark, markdown
+    from pytest_vitperf.ab.states import lines as state_lines
     from pytest_vitperf.verdicts.ab import EXIT_SLOWER, STATE, STATE_ROW, exit_code
 
     facts = {"a": args.a, "b": args.b, "device": device, "threshold": args.threshold, "confidence": args.confidence,
@@ -268,6 +269,7 @@ def report(rows: list[Row], device: str, rounds: int, looks: int, work: Path, ar
     lines += ["", f"Not judged, their families run in two states ({away}): {'; '.join(odd)}"] if odd else []
     lines += ["", f"Set aside, in another state ({away}, and the family's others so found the same way; its round "
               f"left out of that family's rows): {'; '.join(aside)}"] if aside else []  # fmt: skip
+    lines += state_lines(placed)
     lines += ["", *explanations(explained)] if explained else []
     print("\n".join(lines))
     code = exit_code(rows)
@@ -280,7 +282,7 @@ def report(rows: list[Row], device: str, rounds: int, looks: int, work: Path, ar
                                       "prepare_time": {side: {**p, "slowest": asdict(p["slowest"])}
                                                        for side, p in prepares.items()},
                                       "other_states": list(odd), "set_aside": list(aside),
-                                      "not_passed": not_passed, **why},
+                                      "not_passed": not_passed, "placement": list(placed), **why},
                                      indent=1),
                args.export: json.dumps(github_action_benchmark(rows), indent=1)}  # fmt: skip
     for path, text in outputs.items():

@@ -348,6 +348,8 @@ def _measured(commands: dict[str, list[str]], work: Path, args: argparse.Namespa
         _sign_sides(work, args)
     device = f"GPU {args.gpu}" if args.gpu is not None else "the default device"
     from pytest_vitperf.ab.report import processes_in_states, report
+    from pytest_vitperf.ab.states import placement
 
-    odd, aside = processes_in_states(states(rounds))
-    return report(rows, device, len(rounds), looks, work, args, explained, odd, aside)
+    found = states(rounds)
+    odd, aside = processes_in_states(found)
+    return report(rows, device, len(rounds), looks, work, args, explained, odd, aside, placement(work, found))

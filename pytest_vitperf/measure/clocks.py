@@ -16,6 +16,8 @@ import statistics
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from pytest_vitperf.measure.placement import current_cpu
+
 # NVML's clock-event reasons (nvmlClocksEventReason*), by bit.
 REASONS = {
     0x1: "gpu_idle",
@@ -48,6 +50,7 @@ class ClockReading:
     mem_mhz: int
     power_w: float
     reasons: int  # NVML clock-event reasons bitmask
+    cpu: int | None = None  # the CPU the timing thread was on as it read them (measure/placement.py)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -144,9 +147,10 @@ class NvmlProbe:
     """Reads one GPU's clocks, power and clock-event reasons through NVML. `open()` returns None, with no error,
     where NVML is missing (no NVIDIA driver, a CPU machine): measurements then simply carry no clocks."""
 
-    def __init__(self, nvml: Any, handle: Any) -> None:
+    def __init__(self, nvml: Any, handle: Any, bus_id: str | None = None) -> None:
         self._nvml = nvml
         self._handle = handle
+        self.bus_id = bus_id  # where its NUMA node is read (measure/placement.py)
 
     @classmethod
     def open(cls, cuda_index: int) -> NvmlProbe | None:
@@ -154,10 +158,11 @@ class NvmlProbe:
             import pynvml
 
             pynvml.nvmlInit()
-            handle = pynvml.nvmlDeviceGetHandleByPciBusId(_pci_bus_id(cuda_index))
+            bus_id = _pci_bus_id(cuda_index)
+            handle = pynvml.nvmlDeviceGetHandleByPciBusId(bus_id)
         except Exception:  # no library, no driver, no such device: no clocks, not an error
             return None
-        return cls(pynvml, handle)
+        return cls(pynvml, handle, bus_id)
 
     def read(self, samples: int) -> ClockReading:
         n, h = self._nvml, self._handle
@@ -167,6 +172,7 @@ class NvmlProbe:
             mem_mhz=int(n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_MEM)),
             power_w=n.nvmlDeviceGetPowerUsage(h) / 1000.0,
             reasons=int(n.nvmlDeviceGetCurrentClocksEventReasons(h)),
+            cpu=current_cpu(),
         )
 
     def facts(self) -> dict[str, Any]:

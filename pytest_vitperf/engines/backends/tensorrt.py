@@ -115,6 +115,8 @@ class TrtEngine:
         if self.cuda_graph:
             self._capture()
         self.info.setdefault("mode", "cuda-graph" if self._graph_exec is not None else "enqueue")
+        ends = {t.is_input: int(t.device) for t in self._tensors.values()}  # a ViT's one input and (last) output
+        self.info["addresses"] = {"input": ends.get(True), "output": ends.get(False)}
         # What one call needs on the GPU, as the torch backend counts it: the plan (its weights), the I/O buffers and
         # the context's activation memory (TensorRT 10.1+ and TensorRT-RTX call it device_memory_size_v2).
         activations = getattr(self._engine, "device_memory_size_v2", None)

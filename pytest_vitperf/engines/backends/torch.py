@@ -381,5 +381,7 @@ class TorchBackend:
                     engine.mode = "cuda-graph"
         stream.synchronize()
         info["mode"] = engine.mode
+        # Where the timed launches read and write: one of the facts set beside a process's state (ab/states.py).
+        info["addresses"] = {"input": x.data_ptr(), "output": getattr(engine.static_out, "data_ptr", lambda: None)()}
         engine.info = info
         return engine
