@@ -110,12 +110,13 @@ def _suggest(args: argparse.Namespace) -> int:
                        + [str(p) for p in args.runs])  # fmt: skip
     rule = (f"midway between the lowest lower bound and what a {args.regression:.0%} slower candidate would read at "
             "most")  # fmt: skip
-    return _write_floors(args, args.runs, command, lambda intervals: suggest(intervals, args.regression), rule)
+    return _write_floors(args, args.runs, command, lambda intervals, _: suggest(intervals, args.regression), rule)
 
 
 def _write_floors(args: argparse.Namespace, paths: list[Path], command: str,
-                  rule: Callable[[list[Interval]], Suggestion], said: str) -> int:  # fmt: skip
-    """The floors `rule` draws from the runs' intervals: a table of them, merged into --out where there is one."""
+                  rule: Callable[[list[Interval], int], Suggestion], said: str) -> int:  # fmt: skip
+    """The floors `rule` draws from the runs' intervals (and the number of rows it draws floors for, which a next
+    run judges together): a table of them, merged into --out where there is one."""
     verb = f"vitperf floors {args.verb}"
     found, early, one_compile = _intervals(paths, args.confidence)
     if not found:
@@ -133,6 +134,7 @@ def _write_floors(args: argparse.Namespace, paths: list[Path], command: str,
               "each run an empty cache folder of its own: pytest --gpu-bench suites/test_vit_latency.py "
               "--vitperf-first-look 0 --vitperf-cache-dir c1 --benchmark-json run1.json", file=sys.stderr)  # fmt: skip
     runs = [_run_facts(p) for p in paths]
+    drawn = sum(not args.precisions or key[-1] in args.precisions for key in found)
     entries, rows = [], []
     for key, by_unit in sorted(found.items(), key=str):
         gpu, backend, version, model, batch, precision = key
@@ -142,7 +144,7 @@ def _write_floors(args: argparse.Namespace, paths: list[Path], command: str,
         intervals = by_unit.get(unit, [])
         if not intervals:
             continue
-        s = rule(intervals)
+        s = rule(intervals, drawn)
         if s.floor is not None:
             # Down to the digits written, so that the floor stays under every interval it was drawn below.
             s = dataclasses.replace(s, floor=math.floor(s.floor * 1000 + 1e-9) / 1000)
@@ -193,9 +195,11 @@ def _make(args: argparse.Namespace) -> int:
     own and measuring every round (no early look), then a floor per row at --false-alarm, into the file the suite
     reads."""
     from pytest_vitperf.core import processes
+    from pytest_vitperf.measure.rounds import MAX_LOOKS
     from pytest_vitperf.options import LATENCY_SUITE
     from pytest_vitperf.verdicts.floor_rules import MIN_RUNS, at_false_alarm
     from pytest_vitperf.verdicts.floors import FloorsFile
+    from pytest_vitperf.verdicts.stats import family_wise
 
     suite = args.pytest_args or [str(Path("suites") / LATENCY_SUITE)]
     args.out = args.out or _read_by(suite)
@@ -230,8 +234,12 @@ def _make(args: argparse.Namespace) -> int:
         return exc.code
     command = f"vitperf floors make --runs {args.runs} --false-alarm {args.false_alarm:g} -- {' '.join(suite)}"
     said = (f"the lower {1 - args.false_alarm:.0%} prediction bound of a new run's estimate from {args.runs} fresh "
-            "processes (Student's t), at most the lowest lower bound")  # fmt: skip
-    code = _write_floors(args, paths, command, lambda intervals: at_false_alarm(intervals, args.false_alarm), said)
+            "processes (Student's t), less the half-width of its interval as the next run judges it, at most the "
+            "lowest lower bound")  # fmt: skip
+    def rule(intervals: list[Interval], floors: int) -> Suggestion:  # judged as the next run judges them
+        return at_false_alarm(intervals, args.false_alarm, family_wise(args.confidence, floors * MAX_LOOKS))
+
+    code = _write_floors(args, paths, command, rule, said)
     if code == 0:
         print(f"the next run reads them from {args.out}: pytest --gpu-bench {' '.join(suite)}"
               + ("" if args.out == _read_by(suite) else f" --vitperf-floors {args.out}"))
@@ -324,7 +332,7 @@ def add(sub: Any) -> None:
                             "false-alarm rate: what a GPU without floors needs")  # fmt: skip
     make.add_argument("--runs", type=int, default=3, help="fresh processes, each compiling its own engines (3)")
     make.add_argument("--false-alarm", type=_rate, default=0.05, metavar="RATE",
-                      help="the most often a run of unchanged engines fails a floor (5%%)")
+                      help="the most often an unchanged run does not pass a floor: FAIL or inconclusive (5%%)")
     make.add_argument("--unit", choices=UNITS, default="auto", help="judge in time, cycles, or the steadier (auto)")
     make.add_argument("--confidence", type=_confidence, default=0.95, help="of the runs' intervals (95%%)")
     make.add_argument("--out", type=Path, help="the floors file to merge into (default: the one the suite reads, "

@@ -1,6 +1,7 @@
 """The rules that turn runs measured on a GPU into floors for it: `suggest`, a floor between what the runs showed and
 what a given slowdown would show (`vitperf floors suggest`), and `at_false_alarm`, a floor that an unchanged run
-fails at most at a chosen rate, from the spread between fresh processes (`vitperf floors make`)."""
+misses (FAIL or inconclusive) at most at a chosen rate, from the spread between fresh processes (`vitperf floors
+make`)."""
 
 from __future__ import annotations
 
@@ -45,13 +46,19 @@ def suggest(intervals: list[Interval], regression: float = 0.05) -> Suggestion:
     return Suggestion(math.sqrt(lowest * caught), lowest, highest, regression)
 
 
-def at_false_alarm(intervals: list[Interval], false_alarm: float = 0.05) -> Suggestion:
-    """A floor from fresh processes' intervals of one speedup (one each) that a run of the same engines fails at most
-    at the rate `false_alarm`: the lower prediction bound of a new run's estimate, from the runs' log estimates
-    (Student's t with K - 1 degrees of freedom, its sd widened by sqrt(1 + 1/K) for the new run), and no higher than
-    the lowest lower bound any run showed. A run fails a floor only when its whole interval lies below it, so the
-    rate is a bound. `regression` is what the floor catches: the slowdown at which a run at the runs' mean estimate,
-    with their median half-width, would have its whole interval below the floor."""
+def at_false_alarm(intervals: list[Interval], false_alarm: float = 0.05, judged_at: float | None = None) -> Suggestion:
+    """A floor from fresh processes' intervals of one speedup (one each) that a run of the same engines passes with
+    probability 1 - `false_alarm`: a run passes when its interval at the confidence the floor is judged at
+    (`judged_at`, the next run's share of its confidence among its floors and looks: stats.family_wise; None: the
+    intervals' own) clears the floor. So the floor is the lower prediction bound of a new run's log estimate (Student's
+    t with K - 1 degrees of freedom, its sd widened by sqrt(1 + 1/K) for the new run) less the half-width such an
+    interval has (the runs' median, scaled to `judged_at`), and no higher than the lowest lower bound any run showed.
+    FAIL asks the whole interval below the floor, so an unchanged run fails far more rarely still. Three H100
+    processes of fp8-fused at batch 64 put the bound without the half-width 0.2% under their lowest lower bound
+    (2026-12-08), less than a run's own half-width: a next run's interval would straddle it about half the time.
+    `regression` is what the floor catches:
+    the slowdown at which a run at the runs' mean estimate, with their median judged half-width, would have its whole
+    interval below the floor."""
     from scipy.stats import t
 
     k = len(intervals)
@@ -61,7 +68,17 @@ def at_false_alarm(intervals: list[Interval], false_alarm: float = 0.05) -> Sugg
                           f"{MIN_RUNS} or more: vitperf floors make --runs {MIN_RUNS}")  # fmt: skip
     logs = [math.log(i.estimate) for i in intervals]
     mean, sd = statistics.fmean(logs), statistics.stdev(logs)
-    bound = mean - float(t.ppf(1 - false_alarm, k - 1)) * sd * math.sqrt(1 + 1 / k)
+    half = statistics.median(math.log(i.estimate / i.low) * _widened(i, judged_at) for i in intervals)
+    bound = mean - float(t.ppf(1 - false_alarm, k - 1)) * sd * math.sqrt(1 + 1 / k) - half
     floor = min(math.exp(bound), lowest)
-    half = statistics.median(math.log(i.high / i.estimate) for i in intervals)
     return Suggestion(floor, lowest, highest, math.exp(mean + half - math.log(floor)) - 1)
+
+
+def _widened(interval: Interval, confidence: float | None) -> float:
+    """How much wider (in log) `interval` would be at `confidence`: the ratio of their two-sided t quantiles."""
+    from scipy.stats import t
+
+    if confidence is None or confidence == interval.confidence:
+        return 1.0
+    df = interval.df or max(1, interval.n - 1)
+    return float(t.ppf(1 - (1 - confidence) / 2, df) / t.ppf(1 - (1 - interval.confidence) / 2, df))
