@@ -334,7 +334,8 @@ def add(sub: Any) -> None:
     make.add_argument("--false-alarm", type=_rate, default=0.05, metavar="RATE",
                       help="the most often an unchanged run does not pass a floor: FAIL or inconclusive (5%%)")
     make.add_argument("--unit", choices=UNITS, default="auto", help="judge in time, cycles, or the steadier (auto)")
-    make.add_argument("--confidence", type=_confidence, default=0.95, help="of the runs' intervals (95%%)")
+    make.add_argument("--confidence", type=_confidence, default=0.95,
+                      help="of the runs' intervals, and of the next run's floors judged together (95%%)")
     make.add_argument("--out", type=Path, help="the floors file to merge into (default: the one the suite reads, "
                       "floors.json beside it, or --vitperf-floors's)")  # fmt: skip
     make.add_argument("--work-dir", type=Path, help="each run's cache folder and JSON (default: a new temp folder)")

@@ -56,9 +56,8 @@ def at_false_alarm(intervals: list[Interval], false_alarm: float = 0.05, judged_
     FAIL asks the whole interval below the floor, so an unchanged run fails far more rarely still. Three H100
     processes of fp8-fused at batch 64 put the bound without the half-width 0.2% under their lowest lower bound
     (2026-12-08), less than a run's own half-width: a next run's interval would straddle it about half the time.
-    `regression` is what the floor catches:
-    the slowdown at which a run at the runs' mean estimate, with their median judged half-width, would have its whole
-    interval below the floor."""
+    `regression` is what the floor catches: the slowdown at which a run at the runs' mean estimate, with their median
+    judged half-width, would have its whole interval below the floor."""
     from scipy.stats import t
 
     k = len(intervals)
