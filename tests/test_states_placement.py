@@ -56,6 +56,7 @@ def test_a_run_records_where_it_timed_and_ab_sets_a_process_in_another_state_bes
         for side in "AB":
             shutil.copy(out, work / f"round{i}-{side}.json")
     (work / "round3-A.json").write_text("cut off mid-write")
+    shutil.copy(out, work / "round3x-A.json")  # not a round's name: left alone
     family = "test_vit b1"
     placed = placement(work, States([], {family}, {(1, "B"): [family]}))
     assert [(p["round"], p["side"], p["state"], p["leads"]) for p in placed] == [

@@ -7,6 +7,7 @@ nodes (the GPU's beside them), and where its engines' input and output sit withi
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
     from pytest_vitperf.verdicts.ab import States
 
 KIB = 1024
+ROUND_FILE = re.compile(r"round(\d+)-([AB])\.json")  # what ab.turns names a round process's JSON
 
 
 def placement(folder: Path, found: States, gpu: str | None = None) -> list[dict[str, Any]]:
@@ -29,8 +31,9 @@ def placement(folder: Path, found: States, gpu: str | None = None) -> list[dict[
     if not families:
         return []
     out = []
-    for path in sorted(folder.glob("round*-[AB].json"), key=lambda p: (int(p.stem[5:-2]), p.stem[-1])):
-        i, side = int(path.stem[5:-2]), path.stem[-1]
+    named = {path: int(n[1]) for path in folder.glob("round*-[AB].json") if (n := ROUND_FILE.fullmatch(path.name))}
+    for path, i in sorted(named.items(), key=lambda kv: (kv[1], kv[0].name)):
+        side = path.stem[-1]
         try:
             measured = read_benchmark_json(path)
         except BenchmarkJsonError:
@@ -42,7 +45,7 @@ def placement(folder: Path, found: States, gpu: str | None = None) -> list[dict[
         for family, ms in sorted(by_family.items()):
             state = "other" if family in found.found.get((i, side), ()) else "usual"
             out.append({"round": i, "side": side, "gpu": gpu, "family": family, "state": state,
-                        "leads": order(i + 1)[i][0] == side, **_facts(ms)})  # fmt: skip
+                        "leads": order(i + 1)[-1][0] == side, **_facts(ms)})  # fmt: skip
     return out
 
 
