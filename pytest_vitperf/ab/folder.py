@@ -1,20 +1,23 @@
-"""`vitperf ab`'s work folder: held by one run at a time, cleared for a new run or checked for a --resume, and what
-an interrupted run leaves in it."""
+"""`vitperf ab`'s work folder: held by one run at a time, cleared for a new run or checked for a --resume, what
+an interrupted run leaves in it, and its processes' JSONs read once for the report."""
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pytest_vitperf.ab.turns import SideFailed, again, recorded
 
 if TYPE_CHECKING:
     from filelock import BaseFileLock
+
+    from pytest_vitperf.measure.measurement import Measurement
 
 RUN_FILE = "ab-run.json"  # what a work folder was run with, so that --resume continues only the same run
 LOCK, OWNER = ".ab.lock", "ab-owner.txt"  # held while a run uses its work folder; and which run that is
@@ -79,3 +82,28 @@ def kept(work: Path, args: argparse.Namespace) -> str:
         done += 1
     return (f"Kept in {work}: {len(prepared)} of 2 prepares and {done} whole round(s); not run: "
             f"{'the rounds' if len(prepared) < 2 else f'round {done} on'}")  # fmt: skip
+
+
+def parsed(path: Path) -> Any:
+    """A process's JSON, parsed once however many parts of the report read it (the file as it is now)."""
+    stat = path.stat()
+    return _parsed(path, stat.st_mtime_ns, stat.st_size)
+
+
+@functools.cache
+def _parsed(path: Path, mtime_ns: int, size: int) -> Any:
+    from pytest_vitperf.core.files import read_json
+    from pytest_vitperf.measure.measurement import BenchmarkJsonError
+
+    return read_json(path, BenchmarkJsonError)
+
+
+def measured_in(path: Path) -> list[Measurement]:
+    """A process's measurements (measurement.read_benchmark_json), from its JSON parsed once."""
+    from pytest_vitperf.measure.measurement import BenchmarkJsonError, measurements_of
+
+    try:
+        doc = parsed(path)
+    except OSError as exc:
+        raise BenchmarkJsonError(path, f"cannot be read ({exc.strerror or exc})") from None
+    return measurements_of(doc, path)

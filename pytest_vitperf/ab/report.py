@@ -11,6 +11,7 @@ from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_vitperf.ab.folder import measured_in, parsed
 from pytest_vitperf.ab.plan import compile_mode, shared_parts
 from pytest_vitperf.ab.turns import ENDED
 from pytest_vitperf.engines import INDUCTOR_PART, READY_PART
@@ -39,13 +40,13 @@ def ready_engines(work: Path) -> tuple[dict[str, dict[str, list[str]]], list[lis
     """Per side and row, the ready engines (engines/ready.py) its round processes ran, by hash: one a row when every
     round loaded what the side's prepare built; and the seconds each round process took to load each of them."""
     from pytest_vitperf.engines.ready import compiled_hash
-    from pytest_vitperf.measure.measurement import BenchmarkJsonError, read_benchmark_json
+    from pytest_vitperf.measure.measurement import BenchmarkJsonError
 
     seen: dict[str, dict[str, set[str]]] = {}
     loads = []
     for side, path in _rounds(work):
         try:
-            measured = read_benchmark_json(path)
+            measured = measured_in(path)
         except BenchmarkJsonError:
             continue  # a round that wrote nothing was said when it ended
         took = []
@@ -93,12 +94,11 @@ def processes_in_states(found: States, gpu: str | None = None) -> tuple[list[str
 def _vitperf(path: Path) -> dict[str, Any] | None:
     """What the plugin wrote of a process into its JSON (machine_info.vitperf); None where it wrote nothing
     readable: an older plugin's JSON, or a process cut off mid-write."""
-    from pytest_vitperf.core.files import read_json
     from pytest_vitperf.measure.measurement import BenchmarkJsonError
 
     try:
-        vitperf = read_json(path, BenchmarkJsonError)["machine_info"]["vitperf"]
-    except (BenchmarkJsonError, KeyError, TypeError):
+        vitperf = parsed(path)["machine_info"]["vitperf"]
+    except (OSError, BenchmarkJsonError, KeyError, TypeError):
         return None
     return vitperf if isinstance(vitperf, dict) else None
 

@@ -24,7 +24,8 @@ ROUND_FILE = re.compile(r"round(\d+)-([AB])\.json")  # what ab.turns names a rou
 def placement(folder: Path, found: States, gpu: str | None = None) -> list[dict[str, Any]]:
     """Every round process's facts of each family that a process ran in another state: one entry a process and
     family, its state 'other' or 'usual'. `folder` holds the rounds' JSONs (a GPU's own with --gpus)."""
-    from pytest_vitperf.measure.measurement import BenchmarkJsonError, read_benchmark_json
+    from pytest_vitperf.ab.folder import measured_in
+    from pytest_vitperf.measure.measurement import BenchmarkJsonError
     from pytest_vitperf.verdicts.ab import order
 
     families = {f for fs in found.found.values() for f in fs}
@@ -35,7 +36,7 @@ def placement(folder: Path, found: States, gpu: str | None = None) -> list[dict[
     for path, i in sorted(named.items(), key=lambda kv: (kv[1], kv[0].name)):
         side = path.stem[-1]
         try:
-            measured = read_benchmark_json(path)
+            measured = measured_in(path)
         except BenchmarkJsonError:
             continue  # a round that wrote nothing was said when it ended
         by_family: dict[str, list[Measurement]] = {}

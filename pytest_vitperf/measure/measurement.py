@@ -260,7 +260,11 @@ def _measurement(b: dict[str, Any]) -> Measurement | None:
 
 def read_benchmark_json(path: Path) -> list[Measurement]:
     """The measurements of a `--benchmark-json` file written by this plugin (raw samples, options, clocks)."""
-    doc = read_json(path, BenchmarkJsonError)
+    return measurements_of(read_json(path, BenchmarkJsonError), path)
+
+
+def measurements_of(doc: Any, path: Path) -> list[Measurement]:
+    """The measurements of a `--benchmark-json` file already parsed (`doc`), as read_benchmark_json reads them."""
     benchmarks = doc.get("benchmarks", []) if isinstance(doc, dict) else []
     if not isinstance(benchmarks, list):
         raise BenchmarkJsonError(path, "'benchmarks' must be a list")

@@ -8,6 +8,7 @@ Read from Linux's /proc and /sys; None wherever a fact cannot be read (another O
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ def current_cpu() -> int | None:
         return None
 
 
+@cache  # read once a CPU: each measurement asks
 def cpu_node(cpu: int | None, sys: Path = SYS) -> int | None:
     """The NUMA node of `cpu`: the nodeN link in its sysfs folder."""
     if cpu is None:
@@ -33,6 +35,7 @@ def cpu_node(cpu: int | None, sys: Path = SYS) -> int | None:
     return int(nodes[0].name[4:]) if nodes else None
 
 
+@cache
 def pci_node(bus_id: str | None, sys: Path = SYS) -> int | None:
     """The NUMA node of a PCI device ('00000000:19:00.0' as CUDA and NVML write it); None where the platform has
     none (-1) or the file cannot be read."""
